@@ -1,0 +1,135 @@
+package v1beta1
+
+// Condition types of an UpgradePlan.
+const (
+	// ConditionAvailable is True while the plan may be executed and False
+	// once it reached a terminal phase.
+	ConditionAvailable = "Available"
+	// ConditionProgressing is True while the plan holds the cluster's upgrade
+	// slot and works; its reason is the current phase and its message says
+	// what it waits for.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True when the last reconcile failed.
+	ConditionDegraded = "Degraded"
+)
+
+// Condition reasons. The Progressing condition's reason is otherwise the
+// current phase.
+const (
+	ReasonExecutable               = "Executable"
+	ReasonExecuted                 = "Executed"
+	ReasonConcurrentUpgradeBlocked = "ConcurrentUpgradeBlocked"
+	ReasonReconcileSuccess         = "ReconcileSuccess"
+	ReasonReconcileError           = "ReconcileError"
+	ReasonSucceeded                = "Succeeded"
+	ReasonFailed                   = "Failed"
+	// ReasonAdministrativelyPaused is the node status reason of a node held
+	// by spec.nodeUpgradeOption.pauseNodes.
+	ReasonAdministrativelyPaused = "AdministrativelyPaused"
+)
+
+// Event reasons.
+const (
+	EventPhaseTransition           = "PhaseTransition"
+	EventPhaseCompleted            = "PhaseCompleted"
+	EventReconcileError            = "ReconcileError"
+	EventUpgradeSucceeded          = "UpgradeSucceeded"
+	EventUpgradeFailed             = "UpgradeFailed"
+	EventConcurrentUpgradeBlocked  = "ConcurrentUpgradeBlocked"
+	EventImageCleanupSkipped       = "ImageCleanupSkipped"
+	EventNodeRebootVerified        = "NodeRebootVerified"
+	EventRestoreVMConfigMapCreated = "RestoreVMConfigMapCreated"
+	EventRestoreVMConfigMapFailed  = "RestoreVMConfigMapFailed"
+	EventVMShutdownCompleted       = "VMShutdownCompleted"
+	EventVMShutdownFailed          = "VMShutdownFailed"
+	EventRestoreVMCompleted        = "RestoreVMCompleted"
+	EventRestoreVMFailed           = "RestoreVMFailed"
+)
+
+// Prefix is the prefix of every label and annotation this API owns.
+const Prefix = "management.harvesterhci.io/"
+
+// Labels on every object a plan creates.
+const (
+	// LabelUpgradePlan names the plan that created the object; cleanup
+	// deletes by this label.
+	LabelUpgradePlan = Prefix + "upgrade-plan"
+	// LabelUpgradeComponent says which part of the upgrade the object serves:
+	// one of the Component… values.
+	LabelUpgradeComponent = Prefix + "upgrade-component"
+	// LabelJobType is the kind of node Job: one of the JobType… values.
+	LabelJobType = Prefix + "job-type"
+	// LabelNode is the node a node Job works on.
+	LabelNode = Prefix + "node"
+)
+
+// Values of LabelUpgradeComponent.
+const (
+	ComponentISO            = "iso"
+	ComponentRepo           = "repo"
+	ComponentImagePreload   = "image-preload"
+	ComponentClusterUpgrade = "cluster-upgrade"
+	ComponentNodeUpgrade    = "node-upgrade"
+	ComponentImageCleanup   = "image-cleanup"
+)
+
+// Values of LabelJobType.
+const (
+	JobTypePreDrain          = "pre-drain"
+	JobTypePostDrain         = "post-drain"
+	JobTypeSingleNodeUpgrade = "single-node-upgrade"
+	JobTypeRestoreVM         = "restore-vm"
+)
+
+// Annotations written by the controller on foreign objects.
+const (
+	// AnnotationPreHook on a Rancher machine-plan Secret acknowledges
+	// Rancher's pre-drain request by carrying the same value.
+	AnnotationPreHook = Prefix + "pre-hook"
+	// AnnotationPostHook acknowledges Rancher's post-drain request.
+	AnnotationPostHook = Prefix + "post-hook"
+	// AnnotationPendingOSImage on a Node is the osImage the node must report
+	// after its reboot for the upgrade of that node to count as done.
+	AnnotationPendingOSImage = Prefix + "pendingOSImage"
+)
+
+// FinalizerCleanup keeps a plan until everything it created and changed has
+// been cleaned up and restored.
+const FinalizerCleanup = Prefix + "upgradeplan-cleanup"
+
+// User annotations on an UpgradePlan.
+const (
+	// AnnotationSkipWebhook "true" bypasses all create-time admission checks.
+	AnnotationSkipWebhook = Prefix + "skip-webhook"
+	// AnnotationSkipSingleReplicaDetachedVol "true" skips the detached
+	// single-replica Longhorn volume check (attached ones still block).
+	AnnotationSkipSingleReplicaDetachedVol = Prefix + "skip-single-replica-detached-vol"
+	// AnnotationAllowDeletion "true" allows deleting a progressing plan,
+	// except while the cluster or the nodes are being upgraded.
+	AnnotationAllowDeletion = Prefix + "allow-deletion"
+	// AnnotationSkipGCThresholdCheck "true" skips the disk-space pre-flight
+	// check against the kubelet image garbage collection threshold.
+	AnnotationSkipGCThresholdCheck = Prefix + "skip-garbage-collection-threshold-check"
+	// AnnotationMinCertsExpirationInDay is an integer > 0: the API server
+	// certificate must stay valid at least that many days (default 7).
+	AnnotationMinCertsExpirationInDay = Prefix + "min-certs-expiration-in-day"
+	// AnnotationUpgradeToolkitImage overrides the repository and name of the
+	// upgrade-toolkit image (default rancher/harvester-upgrade-toolkit); the
+	// tag still comes from spec.upgrade or the release.
+	AnnotationUpgradeToolkitImage = Prefix + "upgrade-toolkit-image"
+)
+
+// UserAnnotations lists the annotations users may set on a plan.
+func UserAnnotations() []string {
+	return []string{
+		AnnotationSkipWebhook, AnnotationSkipSingleReplicaDetachedVol, AnnotationAllowDeletion,
+		AnnotationSkipGCThresholdCheck, AnnotationMinCertsExpirationInDay, AnnotationUpgradeToolkitImage,
+	}
+}
+
+// DefaultMinCertsExpirationInDay is the certificate validity the API server
+// must have left when no annotation says otherwise.
+const DefaultMinCertsExpirationInDay = 7
+
+// DefaultUpgradeToolkitRepository is the image repository of the toolkit.
+const DefaultUpgradeToolkitRepository = "rancher/harvester-upgrade-toolkit"

@@ -1,0 +1,258 @@
+package v1beta1_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1beta1 "github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m, &env)) }
+
+func newPlan(spec v1beta1.UpgradePlanSpec) *v1beta1.UpgradePlan {
+	return &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "hvst-upgrade-"}, Spec: spec}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// wantInvalid asserts that err is a 422 Invalid whose message contains msg.
+func wantInvalid(t *testing.T, err error, msg string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("accepted; want rejection with %q", msg)
+	}
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("got %v; want an Invalid error with %q", err, msg)
+	}
+	if !strings.Contains(err.Error(), msg) {
+		t.Fatalf("rejection %q does not say %q", err.Error(), msg)
+	}
+}
+
+func TestValidPlansAreAccepted(t *testing.T) {
+	for name, spec := range map[string]v1beta1.UpgradePlanSpec{
+		"version only": {Version: ptr.To("v1.8.0")},
+		"image only":   {Image: ptr.To("harvester-master-amd64")},
+		"both":         {Version: ptr.To("master-head"), Image: ptr.To("harvester-master-amd64")},
+		"every option": {
+			Version:            ptr.To("master-head"),
+			Upgrade:            ptr.To("main-head"),
+			Force:              ptr.To(true),
+			ImagePreloadOption: &v1beta1.ImagePreloadOption{Concurrency: ptr.To(-1)},
+			NodeUpgradeOption:  &v1beta1.NodeUpgradeOption{PauseNodes: []string{"charlie-1-tink-system", "charlie-3-tink-system"}},
+			RestoreVM:          ptr.To(true),
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := newPlan(spec)
+			if err := env.Client.Create(ctx(t), p); err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			if !strings.HasPrefix(p.Name, "hvst-upgrade-") {
+				t.Errorf("generated name %q", p.Name)
+			}
+			if p.Spec.Force == nil || p.Spec.RestoreVM == nil {
+				t.Errorf("defaults not applied: force=%v restoreVM=%v", p.Spec.Force, p.Spec.RestoreVM)
+			}
+		})
+	}
+}
+
+func TestCreateValidation(t *testing.T) {
+	long := strings.Repeat("a", 254)
+	tests := map[string]struct {
+		spec v1beta1.UpgradePlanSpec
+		msg  string
+	}{
+		"neither version nor image": {v1beta1.UpgradePlanSpec{Upgrade: ptr.To("dev")}, "at least one of spec.version or spec.image must be set"},
+		"empty version":             {v1beta1.UpgradePlanSpec{Version: ptr.To("")}, "spec.version"},
+		"version with a slash":      {v1beta1.UpgradePlanSpec{Version: ptr.To("harvester-system/v1.8.0")}, "spec.version must be the name of a Version object"},
+		"version upper case":        {v1beta1.UpgradePlanSpec{Version: ptr.To("V1.8.0")}, "spec.version must be the name of a Version object"},
+		"version too long":          {v1beta1.UpgradePlanSpec{Version: ptr.To(long)}, "spec.version"},
+		"image with a namespace":    {v1beta1.UpgradePlanSpec{Image: ptr.To("default/iso")}, "without a namespace"},
+		"bad upgrade tag":           {v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), Upgrade: ptr.To("-dev")}, "spec.upgrade must be a container image tag"},
+		"tag with a colon":          {v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), Upgrade: ptr.To("repo:tag")}, "spec.upgrade must be a container image tag"},
+		"empty pause node": {v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"),
+			NodeUpgradeOption: &v1beta1.NodeUpgradeOption{PauseNodes: []string{""}}}, "spec.nodeUpgradeOption.pauseNodes[0]"},
+		"duplicate pause node": {v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"),
+			NodeUpgradeOption: &v1beta1.NodeUpgradeOption{PauseNodes: []string{"n1", "n1"}}}, "Duplicate value"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			wantInvalid(t, env.Client.Create(ctx(t), newPlan(tt.spec)), tt.msg)
+		})
+	}
+}
+
+func TestImmutableFields(t *testing.T) {
+	tests := map[string]struct {
+		initial v1beta1.UpgradePlanSpec
+		change  func(*v1beta1.UpgradePlanSpec)
+		msg     string
+	}{
+		"change version": {v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")},
+			func(s *v1beta1.UpgradePlanSpec) { s.Version = ptr.To("v1.8.1") }, "spec.version is immutable after creation"},
+		"remove version": {v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), Image: ptr.To("iso")},
+			func(s *v1beta1.UpgradePlanSpec) { s.Version = nil }, "spec.version is immutable after creation"},
+		"add version": {v1beta1.UpgradePlanSpec{Image: ptr.To("iso")},
+			func(s *v1beta1.UpgradePlanSpec) { s.Version = ptr.To("v1.8.0") }, "spec.version is immutable after creation"},
+		"change image": {v1beta1.UpgradePlanSpec{Image: ptr.To("iso")},
+			func(s *v1beta1.UpgradePlanSpec) { s.Image = ptr.To("other-iso") }, "spec.image is immutable after creation"},
+		"add image": {v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")},
+			func(s *v1beta1.UpgradePlanSpec) { s.Image = ptr.To("iso") }, "spec.image is immutable after creation"},
+		"change upgrade": {v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), Upgrade: ptr.To("dev")},
+			func(s *v1beta1.UpgradePlanSpec) { s.Upgrade = ptr.To("main-head") }, "spec.upgrade is immutable after creation"},
+		"add upgrade": {v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")},
+			func(s *v1beta1.UpgradePlanSpec) { s.Upgrade = ptr.To("dev") }, "spec.upgrade is immutable after creation"},
+		"remove upgrade": {v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), Upgrade: ptr.To("dev")},
+			func(s *v1beta1.UpgradePlanSpec) { s.Upgrade = nil }, "spec.upgrade is immutable after creation"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := newPlan(tt.initial)
+			if err := env.Client.Create(ctx(t), p); err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			tt.change(&p.Spec)
+			wantInvalid(t, env.Client.Update(ctx(t), p), tt.msg)
+		})
+	}
+}
+
+func TestMutableFields(t *testing.T) {
+	p := newPlan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), Upgrade: ptr.To("dev")})
+	if err := env.Client.Create(ctx(t), p); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	p.Spec.Force = ptr.To(true)
+	p.Spec.RestoreVM = ptr.To(true)
+	p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{PauseNodes: []string{"n1", "n2"}}
+	p.Spec.ImagePreloadOption = &v1beta1.ImagePreloadOption{Concurrency: ptr.To(2)}
+	if err := env.Client.Update(ctx(t), p); err != nil {
+		t.Fatalf("update of mutable fields rejected: %v", err)
+	}
+	p.Spec.NodeUpgradeOption.PauseNodes = []string{"n2"}
+	if err := env.Client.Update(ctx(t), p); err != nil {
+		t.Fatalf("removing a paused node rejected: %v", err)
+	}
+}
+
+func TestStatusRoundTrip(t *testing.T) {
+	p := newPlan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+	if err := env.Client.Create(ctx(t), p); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	p.Status = v1beta1.UpgradePlanStatus{
+		CurrentPhase: v1beta1.PhaseNodeUpgrading,
+		PhaseTransitionTimestamps: []v1beta1.PhaseTransitionTimestamp{
+			{Phase: v1beta1.PhaseInitializing, PhaseTransitionTimestamp: now},
+			{Phase: v1beta1.PhaseNodeUpgrading, PhaseTransitionTimestamp: now},
+		},
+		NodeUpgradeStatuses: map[string]v1beta1.NodeUpgradeStatus{
+			"n1": {State: v1beta1.NodeStatePostDrained, LastTransitionTime: &now},
+			"n2": {State: v1beta1.NodeStatePreDrainFailed, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"},
+		},
+		PreviousVersion: ptr.To("v1.7.1"),
+		ReleaseMetadata: &v1beta1.ReleaseMetadata{
+			Harvester: "v1.8.0", HarvesterChart: "1.8.0", OS: "Harvester v1.8.0", Kubernetes: "v1.35.2+rke2r1",
+			Rancher: "v2.14.0", MonitoringChart: "108.0.2+up77.9.1-rancher.11", MinUpgradableVersion: "v1.7.0",
+		},
+		ISOImageID:          ptr.To(p.Name + "-iso"),
+		Version:             &v1beta1.VersionSnapshot{ISOURL: "https://example.com/h.iso", ISOChecksum: "abc"},
+		SingleNode:          ptr.To("n1"),
+		ProvisionGeneration: ptr.To[int64](3),
+		SavedSettings: &v1beta1.SavedSettings{
+			LonghornReplicaReplenishmentWaitInterval: ptr.To("600"),
+			DeschedulerEnabled:                       ptr.To(true),
+			KubeVirtWorkloadUpdateMethods:            []string{"LiveMigrate"},
+			RancherUpgradeStrategy:                   &runtime.RawExtension{Raw: []byte(`{"controlPlaneConcurrency":"10%"}`)},
+		},
+	}
+	meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{
+		Type: v1beta1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: string(v1beta1.PhaseNodeUpgrading), Message: "node upgrade paused: n2",
+	})
+	want := p.Status.DeepCopy()
+	if err := env.Client.Status().Update(ctx(t), p); err != nil {
+		t.Fatalf("status update: %v", err)
+	}
+	got := &v1beta1.UpgradePlan{}
+	if err := env.Client.Get(ctx(t), client.ObjectKeyFromObject(p), got); err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	// The server stamps times in UTC; compare them as instants.
+	for i := range want.Conditions {
+		want.Conditions[i].LastTransitionTime = got.Status.Conditions[i].LastTransitionTime
+	}
+	if !apiequality.Semantic.DeepEqual(*want, got.Status) {
+		t.Errorf("status did not round-trip:\nwant %+v\n got %+v", *want, got.Status)
+	}
+}
+
+func TestStatusRejectsUnknownPhaseAndState(t *testing.T) {
+	p := newPlan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+	if err := env.Client.Create(ctx(t), p); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	p.Status.CurrentPhase = "Upgrading"
+	wantInvalid(t, env.Client.Status().Update(ctx(t), p), "status.currentPhase")
+	p.Status.CurrentPhase = v1beta1.PhaseInitializing
+	p.Status.NodeUpgradeStatuses = map[string]v1beta1.NodeUpgradeStatus{"n1": {State: "Succeeded"}}
+	wantInvalid(t, env.Client.Status().Update(ctx(t), p), "state")
+}
+
+// TestCRDDocumentsEverySpecField is what `kubectl explain upgradeplans.spec`
+// shows: every field needs a description.
+func TestCRDDocumentsEverySpecField(t *testing.T) {
+	crd := &apiextv1.CustomResourceDefinition{}
+	if err := env.Client.Get(ctx(t), client.ObjectKey{Name: "upgradeplans.management.harvesterhci.io"}, crd); err != nil {
+		t.Fatalf("get CRD: %v", err)
+	}
+	if crd.Spec.Scope != apiextv1.ClusterScoped {
+		t.Errorf("scope %s, want Cluster", crd.Spec.Scope)
+	}
+	if got := strings.Join(crd.Spec.Names.ShortNames, ","); got != "up,ups" {
+		t.Errorf("short names %q, want up,ups", got)
+	}
+	v := crd.Spec.Versions[0]
+	var cols []string
+	for _, c := range v.AdditionalPrinterColumns {
+		cols = append(cols, c.Name)
+	}
+	if got := strings.Join(cols, ","); got != "VERSION,PHASE,AVAILABLE,PROGRESSING,DEGRADED,AGE" {
+		t.Errorf("printer columns %q", got)
+	}
+	spec := v.Schema.OpenAPIV3Schema.Properties["spec"]
+	var walk func(path string, s apiextv1.JSONSchemaProps)
+	walk = func(path string, s apiextv1.JSONSchemaProps) {
+		if strings.TrimSpace(s.Description) == "" {
+			t.Errorf("%s has no description", path)
+		}
+		for name, p := range s.Properties {
+			walk(path+"."+name, p)
+		}
+	}
+	walk("spec", spec)
+	if len(spec.Properties) != 7 {
+		t.Errorf("spec has %d fields, want 7", len(spec.Properties))
+	}
+}

@@ -1,0 +1,60 @@
+package v1beta1
+
+import (
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Forced reports whether spec.force is true.
+func (p *UpgradePlan) Forced() bool {
+	return p.Spec.Force != nil && *p.Spec.Force
+}
+
+// RestoreVMEnabled reports whether spec.restoreVM is true.
+func (p *UpgradePlan) RestoreVMEnabled() bool {
+	return p.Spec.RestoreVM != nil && *p.Spec.RestoreVM
+}
+
+// PauseNodes returns spec.nodeUpgradeOption.pauseNodes (nil when unset).
+func (p *UpgradePlan) PauseNodes() []string {
+	if p.Spec.NodeUpgradeOption == nil {
+		return nil
+	}
+	return p.Spec.NodeUpgradeOption.PauseNodes
+}
+
+// IsNodePaused reports whether the node is listed in pauseNodes.
+func (p *UpgradePlan) IsNodePaused(node string) bool {
+	return slices.Contains(p.PauseNodes(), node)
+}
+
+// PreloadConcurrency returns spec.imagePreloadOption.concurrency, 0 when unset.
+func (p *UpgradePlan) PreloadConcurrency() int {
+	if p.Spec.ImagePreloadOption == nil || p.Spec.ImagePreloadOption.Concurrency == nil {
+		return 0
+	}
+	return *p.Spec.ImagePreloadOption.Concurrency
+}
+
+// Condition returns the condition of the given type, or nil.
+func (p *UpgradePlan) Condition(conditionType string) *metav1.Condition {
+	return meta.FindStatusCondition(p.Status.Conditions, conditionType)
+}
+
+// IsProgressing reports whether the Progressing condition is True.
+func (p *UpgradePlan) IsProgressing() bool {
+	return meta.IsStatusConditionTrue(p.Status.Conditions, ConditionProgressing)
+}
+
+// IsFinished reports whether the plan reached Succeeded or Failed.
+func (p *UpgradePlan) IsFinished() bool {
+	return p.Status.CurrentPhase.IsTerminal()
+}
+
+// IsStarted reports whether the plan took the upgrade slot: it has entered a
+// phase. A plan that waits for another one has no phase yet.
+func (p *UpgradePlan) IsStarted() bool {
+	return p.Status.CurrentPhase != ""
+}

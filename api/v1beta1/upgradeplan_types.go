@@ -1,0 +1,301 @@
+package v1beta1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// UpgradePlanSpec is what the user asks for: which release to upgrade the
+// cluster to, and how.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.version) || has(self.image)",message="at least one of spec.version or spec.image must be set"
+// +kubebuilder:validation:XValidation:rule="has(self.version) == has(oldSelf.version) && (!has(self.version) || self.version == oldSelf.version)",message="spec.version is immutable after creation"
+// +kubebuilder:validation:XValidation:rule="has(self.image) == has(oldSelf.image) && (!has(self.image) || self.image == oldSelf.image)",message="spec.image is immutable after creation"
+// +kubebuilder:validation:XValidation:rule="has(self.upgrade) == has(oldSelf.upgrade) && (!has(self.upgrade) || self.upgrade == oldSelf.upgrade)",message="spec.upgrade is immutable after creation"
+type UpgradePlanSpec struct {
+	// Version is the name of a Harvester Version object
+	// (versions.harvesterhci.io, namespace harvester-system) that describes
+	// the target release: the ISO URL and its SHA-512 checksum. Required
+	// unless spec.image is set. Immutable after creation.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="spec.version must be the name of a Version object in harvester-system: lowercase letters, digits, '-' and '.'"
+	Version *string `json:"version,omitempty"`
+
+	// Image is the name of an existing VirtualMachineImage in
+	// harvester-system that holds the release ISO (uploaded or downloaded
+	// beforehand, annotated harvesterhci.io/os-upgrade-image: "True"). When
+	// set, the ISO is not downloaded again and no Version lookup happens.
+	// A plain name without a namespace. Immutable after creation.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="spec.image must be the plain name of a VirtualMachineImage in harvester-system, without a namespace: lowercase letters, digits, '-' and '.'"
+	Image *string `json:"image,omitempty"`
+
+	// Upgrade is the tag of the upgrade-toolkit container image that runs
+	// the repo, the cluster upgrade and the node jobs. When empty the tag is
+	// the target Harvester version read from the release metadata. The image
+	// repository can be overridden with the annotation
+	// management.harvesterhci.io/upgrade-toolkit-image. Immutable after
+	// creation.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9_][A-Za-z0-9_.-]*$')",message="spec.upgrade must be a container image tag: letters, digits, '_', '.' and '-', not starting with '.' or '-'"
+	Upgrade *string `json:"upgrade,omitempty"`
+
+	// Force skips the upgrade eligibility check (no downgrade, minimum
+	// upgradable version, prerelease and development version rules), in the
+	// controller and in the node jobs alike. Use with care: an ineligible
+	// upgrade may leave the cluster in an unsupported state.
+	// +optional
+	// +kubebuilder:default=false
+	Force *bool `json:"force,omitempty"`
+
+	// ImagePreloadOption controls how container images of the new release are
+	// preloaded onto the nodes before anything is upgraded.
+	// +optional
+	ImagePreloadOption *ImagePreloadOption `json:"imagePreloadOption,omitempty"`
+
+	// NodeUpgradeOption controls how nodes are upgraded.
+	// +optional
+	NodeUpgradeOption *NodeUpgradeOption `json:"nodeUpgradeOption,omitempty"`
+
+	// RestoreVM restarts, after each node is upgraded, the virtual machines
+	// that could not be live-migrated and were therefore shut down before
+	// the node was drained. When false they stay off. Either way they are
+	// recorded in the ConfigMap <plan>-restore-vm in harvester-system.
+	// +optional
+	// +kubebuilder:default=false
+	RestoreVM *bool `json:"restoreVM,omitempty"`
+}
+
+// ImagePreloadOption controls the image preload phase.
+type ImagePreloadOption struct {
+	// Concurrency is how many nodes preload images at the same time. Unset or
+	// 0 means all managed nodes at once; a positive value is capped at the
+	// number of managed nodes; a negative value skips image preloading
+	// entirely (images are then pulled during the node upgrade).
+	// +optional
+	Concurrency *int `json:"concurrency,omitempty"`
+}
+
+// NodeUpgradeOption controls the node upgrade phase.
+type NodeUpgradeOption struct {
+	// PauseNodes lists the names of nodes that must wait before they are
+	// drained and upgraded. A listed node stops in the UpgradePaused state
+	// once its images are preloaded; removing its name resumes it. Pausing
+	// has no effect on a node whose upgrade has already started. To pause
+	// every node, list them all.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=1000
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	PauseNodes []string `json:"pauseNodes,omitempty"`
+}
+
+// UpgradePlanStatus is what the controller knows about the upgrade. It is the
+// controller's only memory: a restarted controller carries on from here.
+type UpgradePlanStatus struct {
+	// Conditions summarise the plan: Available (the plan may run; False once
+	// it reached a terminal phase), Progressing (the plan holds the cluster's
+	// one upgrade slot and is working; its reason is the current phase and
+	// its message says what it waits for) and Degraded (the last reconcile
+	// failed; the message is the error).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// CurrentPhase is the phase the upgrade is in. Each phase has an active
+	// value (…ing) and a completed value (…ed); Succeeded and Failed are
+	// terminal.
+	// +optional
+	CurrentPhase UpgradePlanPhase `json:"currentPhase,omitempty"`
+
+	// PhaseTransitionTimestamps records when each phase was entered, one
+	// entry per phase change, in order.
+	// +optional
+	// +listType=atomic
+	PhaseTransitionTimestamps []PhaseTransitionTimestamp `json:"phaseTransitionTimestamps,omitempty"`
+
+	// NodeUpgradeStatuses is the per-node state during ImagePreload,
+	// NodeUpgrade and ImageCleanup, keyed by node name. States only move
+	// forward.
+	// +optional
+	// +mapType=atomic
+	NodeUpgradeStatuses map[string]NodeUpgradeStatus `json:"nodeUpgradeStatuses,omitempty"`
+
+	// PreviousVersion is the Harvester version the cluster ran when the plan
+	// started (the server-version setting).
+	// +optional
+	PreviousVersion *string `json:"previousVersion,omitempty"`
+
+	// ReleaseMetadata is read from harvester-release.yaml in the upgrade repo.
+	// +optional
+	ReleaseMetadata *ReleaseMetadata `json:"releaseMetadata,omitempty"`
+
+	// ISOImageID is the name of the VirtualMachineImage in harvester-system
+	// that holds the release ISO: <plan>-iso, or spec.image.
+	// +optional
+	ISOImageID *string `json:"isoImageID,omitempty"`
+
+	// Version is a snapshot of the Version object taken when the plan
+	// started, so that later edits of the Version do not change a running
+	// upgrade.
+	// +optional
+	Version *VersionSnapshot `json:"version,omitempty"`
+
+	// SingleNode is the name of the only managed node when the cluster has
+	// exactly one; single-node clusters are upgraded by one job instead of
+	// Rancher's drain hooks.
+	// +optional
+	SingleNode *string `json:"singleNode,omitempty"`
+
+	// ProvisionGeneration is the provisionGeneration the controller writes
+	// into the Rancher provisioning Cluster fleet-local/local to roll the
+	// nodes. It is recorded before the Cluster is patched, so that the
+	// Cluster is patched exactly once even across controller restarts.
+	// +optional
+	ProvisionGeneration *int64 `json:"provisionGeneration,omitempty"`
+
+	// SavedSettings holds the original values of cluster settings the
+	// upgrade changes temporarily, recorded before they are changed, so that
+	// they are restored exactly once when the plan ends.
+	// +optional
+	SavedSettings *SavedSettings `json:"savedSettings,omitempty"`
+}
+
+// PhaseTransitionTimestamp records when a phase was entered.
+type PhaseTransitionTimestamp struct {
+	// Phase is the phase that was entered.
+	Phase UpgradePlanPhase `json:"phase"`
+	// PhaseTransitionTimestamp is when it was entered.
+	PhaseTransitionTimestamp metav1.Time `json:"phaseTransitionTimestamp"`
+}
+
+// NodeUpgradeStatus is the upgrade state of one node.
+type NodeUpgradeStatus struct {
+	// State is where the node is in its upgrade; see NodeUpgradeState.
+	// +optional
+	State NodeUpgradeState `json:"state,omitempty"`
+	// Reason is a machine-readable reason for the state, e.g. the failed
+	// Job's condition reason or AdministrativelyPaused.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message says, for a human, why the node is in this state and what to
+	// do about it.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// LastTransitionTime is when the node entered this state.
+	// +optional
+	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+}
+
+// ReleaseMetadata is the part of the release's harvester-release.yaml that
+// the plan records.
+type ReleaseMetadata struct {
+	// Harvester is the Harvester version of the release, e.g. v1.8.0.
+	// +optional
+	Harvester string `json:"harvester,omitempty"`
+	// HarvesterChart is the version of the Harvester Helm chart.
+	// +optional
+	HarvesterChart string `json:"harvesterChart,omitempty"`
+	// OS is the operating system image name the nodes report after the
+	// upgrade (node.status.nodeInfo.osImage), e.g. "Harvester v1.8.0".
+	// +optional
+	OS string `json:"os,omitempty"`
+	// Kubernetes is the RKE2 version, e.g. v1.35.2+rke2r1.
+	// +optional
+	Kubernetes string `json:"kubernetes,omitempty"`
+	// Rancher is the embedded Rancher version.
+	// +optional
+	Rancher string `json:"rancher,omitempty"`
+	// MonitoringChart is the version of the rancher-monitoring chart.
+	// +optional
+	MonitoringChart string `json:"monitoringChart,omitempty"`
+	// MinUpgradableVersion is the oldest Harvester version that may upgrade
+	// to this release.
+	// +optional
+	MinUpgradableVersion string `json:"minUpgradableVersion,omitempty"`
+}
+
+// VersionSnapshot is a copy of the Version object's spec taken when the plan
+// started.
+type VersionSnapshot struct {
+	// ISOURL is where the release ISO is downloaded from.
+	// +kubebuilder:validation:MinLength=1
+	ISOURL string `json:"isoURL"`
+	// ISOChecksum is the ISO's SHA-512 digest in hex; empty skips the check.
+	// +optional
+	ISOChecksum string `json:"isoChecksum,omitempty"`
+}
+
+// SavedSettings are the original values of settings the upgrade changes for
+// its duration. A nil field means "not changed by this plan".
+type SavedSettings struct {
+	// LonghornReplicaReplenishmentWaitInterval is the original value of the
+	// Longhorn setting replica-replenishment-wait-interval.
+	// +optional
+	LonghornReplicaReplenishmentWaitInterval *string `json:"longhornReplicaReplenishmentWaitInterval,omitempty"`
+	// DeschedulerEnabled is whether the descheduler Addon was enabled before
+	// the plan disabled it.
+	// +optional
+	DeschedulerEnabled *bool `json:"deschedulerEnabled,omitempty"`
+	// KubeVirtWorkloadUpdateMethods is the original
+	// spec.workloadUpdateStrategy.workloadUpdateMethods of the KubeVirt
+	// object, emptied during the upgrade to avoid a migration storm.
+	// +optional
+	// +listType=atomic
+	KubeVirtWorkloadUpdateMethods []string `json:"kubeVirtWorkloadUpdateMethods,omitempty"`
+	// RancherUpgradeStrategy is the original spec.rkeConfig.upgradeStrategy
+	// of the provisioning Cluster fleet-local/local, as JSON.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	RancherUpgradeStrategy *runtime.RawExtension `json:"rancherUpgradeStrategy,omitempty"`
+}
+
+// UpgradePlan upgrades a whole Harvester cluster (Kubernetes, KubeVirt,
+// Longhorn, the embedded Rancher and every node's operating system) from the
+// running release to another, one phase at a time and one node at a time.
+// At most one plan runs at a time; others wait for it.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName={up,ups}
+// +kubebuilder:printcolumn:name="VERSION",type=string,JSONPath=`.spec.version`
+// +kubebuilder:printcolumn:name="PHASE",type=string,JSONPath=`.status.currentPhase`
+// +kubebuilder:printcolumn:name="AVAILABLE",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
+// +kubebuilder:printcolumn:name="PROGRESSING",type=string,JSONPath=`.status.conditions[?(@.type=="Progressing")].status`
+// +kubebuilder:printcolumn:name="DEGRADED",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`
+// +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
+type UpgradePlan struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the upgrade the user asks for.
+	// +required
+	Spec UpgradePlanSpec `json:"spec"`
+
+	// Status is what the controller observed and decided.
+	// +optional
+	Status UpgradePlanStatus `json:"status,omitempty"`
+}
+
+// UpgradePlanList is a list of UpgradePlans.
+//
+// +kubebuilder:object:root=true
+type UpgradePlanList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []UpgradePlan `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&UpgradePlan{}, &UpgradePlanList{})
+}

@@ -1,0 +1,65 @@
+// Command upgrade-toolkit is the one binary of the Harvester upgrade toolkit:
+// the controller manager, the upgrade repo server, the jobs that run on the
+// nodes and the cluster, and the simulator.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// exitError carries a specific exit code out of a subcommand.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// subcommands holds the constructors of the subcommands; each subcommand's
+// file adds itself in an init function so that files stay independent.
+var subcommands []func() *cobra.Command
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "upgrade-toolkit",
+		Short: "Upgrade a Harvester cluster from one release to the next",
+		Long: `upgrade-toolkit drives UpgradePlans (management.harvesterhci.io/v1beta1):
+it downloads the release ISO, serves it to the nodes, upgrades the cluster's
+components and then every node, one at a time, without losing a VM.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	// controller-runtime registers --kubeconfig on the standard flag set.
+	root.PersistentFlags().AddGoFlagSet(flag.CommandLine)
+	for _, newCmd := range subcommands {
+		root.AddCommand(newCmd())
+	}
+	return root
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := newRootCommand().ExecuteContext(ctx)
+	if err == nil {
+		return
+	}
+	fmt.Fprintln(os.Stderr, "error:", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		os.Exit(ee.code)
+	}
+	os.Exit(1)
+}
+
+// goFlagSet returns an empty standard flag set for libraries that bind there.
+func goFlagSet() *flag.FlagSet { return flag.NewFlagSet("", flag.ContinueOnError) }

@@ -1,0 +1,63 @@
+// Package capiv1beta1 holds Cluster API's cluster.x-k8s.io/v1beta1 Machine,
+// reduced to the fields the toolkit uses to map machines to nodes.
+//
+// +kubebuilder:object:generate=true
+// +groupName=cluster.x-k8s.io
+// +versionName=v1beta1
+package capiv1beta1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+// GroupVersion of the CAPI kinds.
+var GroupVersion = schema.GroupVersion{Group: "cluster.x-k8s.io", Version: "v1beta1"}
+
+var (
+	schemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	// AddToScheme registers the kinds of this package.
+	AddToScheme = schemeBuilder.AddToScheme
+)
+
+func init() {
+	schemeBuilder.Register(&Machine{}, &MachineList{})
+}
+
+// Machine is one machine of the cluster; Rancher's machine-plan Secret names
+// it, and its nodeRef names the Node.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+type Machine struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              MachineSpec `json:"spec"`
+	// +optional
+	Status MachineStatus `json:"status,omitempty"`
+}
+
+// MachineSpec ties the machine to its cluster.
+type MachineSpec struct {
+	ClusterName string `json:"clusterName"`
+}
+
+// MachineStatus reports the machine's node and phase.
+type MachineStatus struct {
+	// +optional
+	NodeRef *corev1.ObjectReference `json:"nodeRef,omitempty"`
+	// Phase is e.g. Provisioning, Running, Deleting, Failed.
+	// +optional
+	Phase string `json:"phase,omitempty"`
+}
+
+// MachineList is a list of Machines.
+//
+// +kubebuilder:object:root=true
+type MachineList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Machine `json:"items"`
+}

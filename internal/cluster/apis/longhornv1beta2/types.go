@@ -1,0 +1,108 @@
+// Package longhornv1beta2 holds the longhorn.io/v1beta2 kinds the toolkit
+// reads or writes, reduced to the fields it uses.
+//
+// +kubebuilder:object:generate=true
+// +groupName=longhorn.io
+// +versionName=v1beta2
+package longhornv1beta2
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+// GroupVersion of the Longhorn kinds.
+var GroupVersion = schema.GroupVersion{Group: "longhorn.io", Version: "v1beta2"}
+
+var (
+	schemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	// AddToScheme registers the kinds of this package.
+	AddToScheme = schemeBuilder.AddToScheme
+)
+
+func init() {
+	schemeBuilder.Register(&Setting{}, &SettingList{}, &Volume{}, &VolumeList{})
+}
+
+// Setting is one Longhorn setting.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+type Setting struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Value             string `json:"value"`
+	// +optional
+	Status SettingStatus `json:"status,omitempty"`
+}
+
+// SettingStatus reports whether the value is in effect.
+type SettingStatus struct {
+	// +optional
+	Applied bool `json:"applied,omitempty"`
+}
+
+// SettingList is a list of Settings.
+//
+// +kubebuilder:object:root=true
+type SettingList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Setting `json:"items"`
+}
+
+// Volume is a replicated Longhorn volume.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+type Volume struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              VolumeSpec `json:"spec"`
+	// +optional
+	Status VolumeStatus `json:"status,omitempty"`
+}
+
+// VolumeSpec is the volume's desired shape.
+type VolumeSpec struct {
+	// +optional
+	NumberOfReplicas int `json:"numberOfReplicas,omitempty"`
+	// +optional
+	Size string `json:"size,omitempty"`
+	// +optional
+	NodeID string `json:"nodeID,omitempty"`
+}
+
+// VolumeStatus reports attachment and health.
+type VolumeStatus struct {
+	// State is creating, attached, detached, attaching, detaching or deleting.
+	// +optional
+	State string `json:"state,omitempty"`
+	// Robustness is healthy, degraded, faulted or unknown.
+	// +optional
+	Robustness string `json:"robustness,omitempty"`
+	// +optional
+	CurrentNodeID string `json:"currentNodeID,omitempty"`
+	// +optional
+	KubernetesStatus KubernetesStatus `json:"kubernetesStatus,omitempty"`
+}
+
+// KubernetesStatus names the PV and PVC of the volume.
+type KubernetesStatus struct {
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// +optional
+	PVCName string `json:"pvcName,omitempty"`
+	// +optional
+	PVName string `json:"pvName,omitempty"`
+}
+
+// VolumeList is a list of Volumes.
+//
+// +kubebuilder:object:root=true
+type VolumeList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Volume `json:"items"`
+}

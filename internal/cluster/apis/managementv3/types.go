@@ -1,0 +1,103 @@
+// Package managementv3 holds Rancher's management.cattle.io/v3 ManagedChart,
+// reduced to the fields the toolkit uses.
+//
+// +kubebuilder:object:generate=true
+// +groupName=management.cattle.io
+// +versionName=v3
+package managementv3
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
+)
+
+// GroupVersion of the management kinds.
+var GroupVersion = schema.GroupVersion{Group: "management.cattle.io", Version: "v3"}
+
+var (
+	schemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	// AddToScheme registers the kinds of this package.
+	AddToScheme = schemeBuilder.AddToScheme
+)
+
+func init() {
+	schemeBuilder.Register(&ManagedChart{}, &ManagedChartList{})
+}
+
+// ManagedChart is a Helm chart that Fleet deploys and keeps in sync.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+type ManagedChart struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              ManagedChartSpec `json:"spec"`
+	// +optional
+	Status ManagedChartStatus `json:"status,omitempty"`
+}
+
+// ManagedChartSpec is the chart, its values and Fleet's diff options.
+type ManagedChartSpec struct {
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+	// +optional
+	Chart string `json:"chart,omitempty"`
+	// +optional
+	RepoName string `json:"repoName,omitempty"`
+	// +optional
+	ReleaseName string `json:"releaseName,omitempty"`
+	// +optional
+	Version string `json:"version,omitempty"`
+	// +optional
+	DefaultNamespace string `json:"defaultNamespace,omitempty"`
+	// +optional
+	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	Values *runtime.RawExtension `json:"values,omitempty"`
+	// +optional
+	Diff *DiffOptions `json:"diff,omitempty"`
+}
+
+// DiffOptions tell Fleet which differences to ignore.
+type DiffOptions struct {
+	// +optional
+	ComparePatches []ComparePatch `json:"comparePatches,omitempty"`
+}
+
+// ComparePatch makes Fleet ignore the listed JSON pointers of one object.
+type ComparePatch struct {
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// +optional
+	APIVersion string `json:"apiVersion,omitempty"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// +optional
+	Name string `json:"name,omitempty"`
+	// +optional
+	JSONPointers []string `json:"jsonPointers,omitempty"`
+}
+
+// ManagedChartStatus reports the deployment.
+type ManagedChartStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +optional
+	Conditions []common.Condition `json:"conditions,omitempty"`
+}
+
+// ManagedChartList is a list of ManagedCharts.
+//
+// +kubebuilder:object:root=true
+type ManagedChartList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ManagedChart `json:"items"`
+}

@@ -1,0 +1,94 @@
+package cluster
+
+// Namespaces of the well-known objects.
+const (
+	// HarvesterNamespace holds the Version, VirtualMachineImage, repo, jobs
+	// and ConfigMaps of an upgrade.
+	HarvesterNamespace = "harvester-system"
+	// CattleNamespace holds the system-upgrade-controller Plans and their Jobs.
+	CattleNamespace = "cattle-system"
+	// FleetLocalNamespace holds the provisioning Cluster, the CAPI Machines,
+	// the machine-plan Secrets and the ManagedCharts.
+	FleetLocalNamespace = "fleet-local"
+	// LonghornNamespace holds the Longhorn settings and volumes.
+	LonghornNamespace = "longhorn-system"
+	// KubeSystemNamespace holds the descheduler Addon.
+	KubeSystemNamespace = "kube-system"
+)
+
+// Names of well-known objects.
+const (
+	// LocalClusterName is Harvester's own provisioning Cluster in fleet-local.
+	LocalClusterName = "local"
+	// ServerVersionSetting is the Harvester Setting that holds the running
+	// Harvester version.
+	ServerVersionSetting = "server-version"
+	// LonghornReplicaReplenishmentWaitInterval is the Longhorn setting raised
+	// while nodes reboot so replicas are not rebuilt elsewhere.
+	LonghornReplicaReplenishmentWaitInterval = "replica-replenishment-wait-interval"
+	// DeschedulerAddon is the descheduler Addon in kube-system.
+	DeschedulerAddon = "descheduler"
+	// KubeVirtName is the KubeVirt object in harvester-system.
+	KubeVirtName = "kubevirt"
+	// HarvesterManagedChart is the ManagedChart in fleet-local that deploys
+	// Harvester (and KubeVirt with it).
+	HarvesterManagedChart = "harvester"
+	// LonghornStaticStorageClass is the storage class of the ISO image.
+	LonghornStaticStorageClass = "longhorn-static"
+)
+
+// Labels and annotations set by Harvester and its components.
+const (
+	// LabelManagedNode marks the nodes Harvester manages ("true").
+	LabelManagedNode = "harvesterhci.io/managed"
+	// LabelWitnessNode marks a witness node, which runs no workloads.
+	LabelWitnessNode = "node-role.harvesterhci.io/witness"
+	// AnnotationOSUpgradeImage marks a VirtualMachineImage as a release ISO.
+	AnnotationOSUpgradeImage = "harvesterhci.io/os-upgrade-image"
+	// AnnotationInternalIP is the node's internal IP, written by RKE2.
+	AnnotationInternalIP = "rke2.io/internal-ip"
+	// AnnotationCAPIMachine on a Node names its CAPI Machine.
+	AnnotationCAPIMachine = "cluster.x-k8s.io/machine"
+	// LabelHarvesterUpgrade on a VMI marks an upgrade-repo VM of the V1
+	// upgrade, which is never recorded for restore.
+	LabelHarvesterUpgrade = "harvesterhci.io/upgrade"
+)
+
+// Rancher's machine-plan Secrets and their drain-hook handshake.
+const (
+	// MachinePlanSecretType is the type of the Secret Rancher keeps per
+	// machine in fleet-local.
+	MachinePlanSecretType = "rke.cattle.io/machine-plan"
+	// LabelMachineName on a machine-plan Secret names the CAPI Machine.
+	LabelMachineName = "rke.cattle.io/machine-name"
+	// AnnotationRancherPreDrain is Rancher's pre-drain request; the value must
+	// be echoed into the pre-hook annotation before Rancher drains.
+	AnnotationRancherPreDrain = "rke.cattle.io/pre-drain"
+	// AnnotationRancherPostDrain is Rancher's post-drain request; the value
+	// must be echoed into the post-hook annotation before Rancher uncordons.
+	AnnotationRancherPostDrain = "rke.cattle.io/post-drain"
+	// AnnotationRancherDrainOptions carries the drain options Rancher uses.
+	AnnotationRancherDrainOptions = "rke.cattle.io/drain-options"
+	// AnnotationRancherDrainDone says Rancher finished draining.
+	AnnotationRancherDrainDone = "rke.cattle.io/drain-done"
+	// AnnotationRancherUncordon asks for the node to be uncordoned.
+	AnnotationRancherUncordon = "rke.cattle.io/uncordon"
+	// AnnotationRancherDrainError carries Rancher's last drain error.
+	AnnotationRancherDrainError = "rke.cattle.io/drain-error"
+)
+
+// system-upgrade-controller labels on its Jobs.
+const (
+	// LabelSUCPlan names the Plan a Job belongs to.
+	LabelSUCPlan = "upgrade.cattle.io/plan"
+	// LabelSUCNode names the node a Job runs on.
+	LabelSUCNode = "upgrade.cattle.io/node"
+)
+
+// KubeVirt labels and taints.
+const (
+	// LabelVMINodeName on a VMI names the node it runs on.
+	LabelVMINodeName = "kubevirt.io/nodeName"
+	// TaintKubeVirtDrain makes KubeVirt evacuate a node's VMs.
+	TaintKubeVirtDrain = "kubevirt.io/drain"
+)

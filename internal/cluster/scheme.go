@@ -1,0 +1,44 @@
+package cluster
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	upgradev1beta1 "github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
+)
+
+// AddToScheme registers the built-in kinds, the UpgradePlan API and every
+// foreign kind the toolkit uses.
+func AddToScheme(s *runtime.Scheme) error {
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme,
+		upgradev1beta1.AddToScheme,
+		harvesterv1beta1.AddToScheme,
+		provisioningv1.AddToScheme,
+		managementv3.AddToScheme,
+		upgradev1.AddToScheme,
+		capiv1beta1.AddToScheme,
+		kubevirtv1.AddToScheme,
+		longhornv1beta2.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NewScheme returns a scheme with everything AddToScheme registers.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(AddToScheme(s))
+	return s
+}
