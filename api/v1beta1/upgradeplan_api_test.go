@@ -184,7 +184,7 @@ func TestStatusRoundTrip(t *testing.T) {
 		SavedSettings: &v1beta1.SavedSettings{
 			LonghornReplicaReplenishmentWaitInterval: ptr.To("600"),
 			DeschedulerEnabled:                       ptr.To(true),
-			KubeVirt:                                 &v1beta1.SavedKubeVirt{WorkloadUpdateMethods: []string{"LiveMigrate"}, ComparePatchAdded: true},
+			KubeVirt:                                 &v1beta1.SavedKubeVirt{WorkloadUpdateMethods: &[]string{}, ComparePatchAdded: true},
 			Rancher:                                  &v1beta1.SavedRancher{UpgradeStrategy: &runtime.RawExtension{Raw: []byte(`{"controlPlaneConcurrency":"10%"}`)}},
 		},
 	}

@@ -260,10 +260,11 @@ type SavedSettings struct {
 // SavedKubeVirt records what the plan changed on KubeVirt.
 type SavedKubeVirt struct {
 	// WorkloadUpdateMethods is the original
-	// spec.workloadUpdateStrategy.workloadUpdateMethods.
+	// spec.workloadUpdateStrategy.workloadUpdateMethods; absent when the field
+	// was not set (KubeVirt's default applies), empty when it was empty.
 	// +optional
 	// +listType=atomic
-	WorkloadUpdateMethods []string `json:"workloadUpdateMethods,omitempty"`
+	WorkloadUpdateMethods *[]string `json:"workloadUpdateMethods,omitempty"`
 	// ComparePatchAdded is true when the plan added the comparePatch that
 	// keeps Fleet from reverting the change on the harvester ManagedChart.
 	// +optional

@@ -120,8 +120,12 @@ func (in *SavedKubeVirt) DeepCopyInto(out *SavedKubeVirt) {
 	*out = *in
 	if in.WorkloadUpdateMethods != nil {
 		in, out := &in.WorkloadUpdateMethods, &out.WorkloadUpdateMethods
-		*out = make([]string, len(*in))
-		copy(*out, *in)
+		*out = new([]string)
+		if **in != nil {
+			in, out := *in, *out
+			*out = make([]string, len(*in))
+			copy(*out, *in)
+		}
 	}
 }
 
