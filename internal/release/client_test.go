@@ -312,10 +312,10 @@ func TestClientOpen(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 		w.(http.Flusher).Flush()
 		time.Sleep(150 * time.Millisecond)
-		_, _ = w.Write(files[releasetest.RootfsFile].Data)
+		_, _ = w.Write(files[release.RootfsFile].Data)
 		return true
 	})
-	body, err := s.client(t, release.WithRequestTimeout(50*time.Millisecond)).Open(context.Background(), releasetest.RootfsFile)
+	body, err := s.client(t, release.WithRequestTimeout(50*time.Millisecond)).Open(context.Background(), release.RootfsFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +326,7 @@ func TestClientOpen(t *testing.T) {
 	if err := body.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got, files[releasetest.RootfsFile].Data) {
+	if !bytes.Equal(got, files[release.RootfsFile].Data) {
 		t.Errorf("got %d bytes, not the file's %d", len(got), repo.RootfsSize)
 	}
 	if n := s.requests.Load(); n != 3 {

@@ -7,6 +7,7 @@
 // Files, by their path in the repo (under RepoRoot, /harvester-iso/):
 //
 //	harvester-release.yaml                                     ParseRelease, Client.Release
+//	rootfs.squashfs                                            RootfsFile, Client.Open
 //	bundle/metadata.yaml                                       ParseBundleMetadata, Client.BundleMetadata
 //	bundle/<list>, bundle/<archive>.tar.zst                    ImageArchive.ListPath/ArchivePath, Client.Get/Open
 //	bundle/harvester/images-lists-archive/<v>/image_list_all.txt  ParseImageList, Client.ImageList

@@ -62,6 +62,9 @@ type ChartVersion struct {
 // ReleaseFile is the path of harvester-release.yaml in the repo.
 const ReleaseFile = "harvester-release.yaml"
 
+// RootfsFile is the path of the new OS image (a squashfs) in the repo.
+const RootfsFile = "rootfs.squashfs"
+
 // OSPrefix starts every Harvester OS name (/etc/os-release PRETTY_NAME and
 // the node's status.nodeInfo.osImage), e.g. "Harvester v1.8.0".
 const OSPrefix = "Harvester "

@@ -35,9 +35,6 @@ const (
 	PreviousVersion = "v1.7.1"
 )
 
-// RootfsFile is the OS image in the repo.
-const RootfsFile = "rootfs.squashfs"
-
 // Repo describes the content of a release ISO. Change its fields, then call
 // Files.
 type Repo struct {
@@ -177,7 +174,7 @@ func (r *Repo) Files() fstest.MapFS {
 	for version, images := range r.PreviousImages {
 		put(release.ImageListPath(version), imageList(images))
 	}
-	put(RootfsFile, Bytes(RootfsFile, r.RootfsSize))
+	put(release.RootfsFile, Bytes(release.RootfsFile, r.RootfsSize))
 	return files
 }
 

@@ -76,10 +76,10 @@ func TestFilesRoundTrip(t *testing.T) {
 	if stale := release.StaleImages(previous, current, release.RetainedImageNames); len(stale) == 0 {
 		t.Error("the default repo leaves no stale image to clean up")
 	}
-	if len(files[RootfsFile].Data) != repo.RootfsSize {
-		t.Errorf("rootfs is %d bytes", len(files[RootfsFile].Data))
+	if len(files[release.RootfsFile].Data) != repo.RootfsSize {
+		t.Errorf("rootfs is %d bytes", len(files[release.RootfsFile].Data))
 	}
-	if err := fstest.TestFS(files, release.ReleaseFile, release.BundleMetadataFile, RootfsFile); err != nil {
+	if err := fstest.TestFS(files, release.ReleaseFile, release.BundleMetadataFile, release.RootfsFile); err != nil {
 		t.Error(err)
 	}
 }
@@ -147,7 +147,7 @@ func TestHandlerAndCopyFS(t *testing.T) {
 	if err != nil || !bytes.Equal(onDisk, files[release.ImageListPath(PreviousVersion)].Data) {
 		t.Errorf("copied list: %v", err)
 	}
-	if _, err := fs.Stat(os.DirFS(dir), RootfsFile); err != nil {
+	if _, err := fs.Stat(os.DirFS(dir), release.RootfsFile); err != nil {
 		t.Error(err)
 	}
 }
