@@ -1,10 +1,12 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
@@ -132,3 +134,13 @@ func SUCJobNode(labels map[string]string) string { return labels[LabelSUCNode] }
 // LabelSUCPlanNode is the label SUC puts on a node once the plan's Job on it
 // succeeded; its value is the plan's status.latestHash.
 func LabelSUCPlanNode(plan string) string { return "plan.upgrade.cattle.io/" + plan }
+
+// ISOImageOf returns the VirtualMachineImage of that name in
+// harvester-system, or nil when it cannot be read.
+func ISOImageOf(ctx context.Context, c client.Reader, name string) *harvesterv1beta1.VirtualMachineImage {
+	img := &harvesterv1beta1.VirtualMachineImage{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: HarvesterNamespace, Name: name}, img); err != nil {
+		return nil
+	}
+	return img
+}

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -29,6 +33,8 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/manager"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
+	"github.com/harvester/upgrade-toolkit/internal/release"
+	"github.com/harvester/upgrade-toolkit/internal/release/releasetest"
 	"github.com/harvester/upgrade-toolkit/internal/testenv"
 )
 
@@ -80,6 +86,10 @@ type harness struct {
 	counter *apicount.Counter
 	stop    context.CancelFunc
 	done    chan struct{}
+	// repo is the release the fake upgrade repo serves; files is what it
+	// serves now (tests may break it).
+	repo  *releasetest.Repo
+	files atomic.Pointer[fstest.MapFS]
 }
 
 func newHarness(t *testing.T) *harness {
@@ -95,6 +105,14 @@ func newHarness(t *testing.T) *harness {
 	cfg.Kubelet = h.kubelet
 	// envtest's API server certificate is valid for 7 days only.
 	cfg.MinCertValidity = 24 * time.Hour
+	h.repo = releasetest.New()
+	files := h.repo.Files()
+	h.files.Store(&files)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		releasetest.Handler(*h.files.Load()).ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	cfg.RepoURL = func(string, string) string { return srv.URL + release.RepoRoot }
 	h.start()
 	t.Cleanup(h.cleanup)
 	return h

@@ -7,17 +7,18 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
+	"github.com/harvester/upgrade-toolkit/internal/release"
 )
 
-// preloadDeadline bounds each node's preload Job: importing a release's
-// image archives takes minutes on SSDs and much longer on spinning disks.
-const preloadDeadline = 3600
+// nodePlanDeadline bounds each node's Job of a system-upgrade-controller
+// Plan: importing a release's image archives takes minutes on SSDs and much
+// longer on spinning disks.
+const nodePlanDeadline = 3600
 
 // ImagePreload loads the new release's container images onto every node
 // before anything is upgraded, with a system-upgrade-controller Plan.
@@ -25,6 +26,23 @@ type ImagePreload struct{}
 
 // Name implements Phase.
 func (ImagePreload) Name() string { return v1beta1.StepImagePreload }
+
+// Gate checks that the cluster may upgrade from its version to the release's
+// (no downgrade, the minimum upgradable version, the prerelease and
+// development build rules), unless spec.force says otherwise.
+func (ImagePreload) Gate(s *Scope) string {
+	if s.Plan.Forced() {
+		return ""
+	}
+	rm, prev := s.Plan.Status.ReleaseMetadata, s.Plan.Status.PreviousVersion
+	if rm == nil || prev == nil {
+		return "the upgrade eligibility cannot be checked: the running or the target version is unknown"
+	}
+	if err := release.CheckEligibility(*prev, rm.Harvester, rm.MinUpgradableVersion, true); err != nil {
+		return err.Error()
+	}
+	return ""
+}
 
 // PreloadConcurrency resolves spec.imagePreloadOption.concurrency against the
 // number of nodes: 0 means all at once, a positive value is capped at the
@@ -71,7 +89,7 @@ func ensureNodePlan(ctx context.Context, s *Scope, name, component string, concu
 	repo, tag := s.Config.ToolkitImageParts(s.Plan)
 	want := cluster.NewSUCPlan(cluster.CattleNamespace, name, cluster.SUCPlanSpec{
 		Concurrency:        concurrency,
-		DeadlineSeconds:    preloadDeadline,
+		DeadlineSeconds:    nodePlanDeadline,
 		NodeSelector:       map[string]string{cluster.LabelManagedNode: "true"},
 		ServiceAccountName: s.Config.PlanServiceAccount,
 		Image:              repo,
@@ -80,12 +98,7 @@ func ensureNodePlan(ctx context.Context, s *Scope, name, component string, concu
 		Env:                []corev1.EnvVar{{Name: "HARVESTER_UPGRADEPLAN_NAME", Value: s.Plan.Name}},
 	})
 	plan := &upgradev1.Plan{}
-	plan.Namespace, plan.Name = want.Namespace, want.Name
-	_, err := controllerutil.CreateOrPatch(ctx, s.Client, plan, func() error {
-		plan.Spec = want.Spec
-		return s.own(plan, component)
-	})
-	if err != nil {
+	if err := s.ensure(ctx, want, plan, component, want.Spec, func() { plan.Spec = want.Spec }); err != nil {
 		return fmt.Errorf("ensuring system-upgrade-controller Plan %s/%s: %w", want.Namespace, name, err)
 	}
 	return nil

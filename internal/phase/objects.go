@@ -2,6 +2,9 @@ package phase
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -68,4 +71,59 @@ func (s *Scope) boundedWait(limit time.Duration, waiting, failure string) Result
 		return Fail("%s (gave up after %s)", failure, limit)
 	}
 	return Wait("%s (giving up in %s)", waiting, left.Round(time.Second)).After(min(left, 30*time.Second))
+}
+
+// specHashAnnotation records, on an object the plan manages, a hash of the
+// desired state it was last written with: the object is written again only
+// when that changes, never because the API server filled in defaults.
+const specHashAnnotation = v1beta1.Prefix + "spec-hash"
+
+func specHash(desired any) (string, error) {
+	b, err := json.Marshal(desired)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8]), nil
+}
+
+// ensure makes an object the plan owns match what the plan wants. It reads
+// the object into live; if it does not exist it creates want; if the
+// desired state (hashed) changed since it was last written, update brings
+// live to it and live is patched. A pass that changes nothing writes
+// nothing.
+func (s *Scope) ensure(ctx context.Context, want, live client.Object, component string, desired any, update func()) error {
+	hash, err := specHash(desired)
+	if err != nil {
+		return err
+	}
+	found, err := s.get(ctx, want.GetNamespace(), want.GetName(), live)
+	if err != nil {
+		return err
+	}
+	if !found {
+		want.SetAnnotations(withAnnotation(want.GetAnnotations(), specHashAnnotation, hash))
+		return s.create(ctx, want, component)
+	}
+	if live.GetAnnotations()[specHashAnnotation] == hash {
+		return nil
+	}
+	before := live.DeepCopyObject().(client.Object)
+	update()
+	live.SetAnnotations(withAnnotation(live.GetAnnotations(), specHashAnnotation, hash))
+	if err := s.own(live, component); err != nil {
+		return err
+	}
+	if err := s.Client.Patch(ctx, live, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("updating %T %s/%s: %w", live, live.GetNamespace(), live.GetName(), err)
+	}
+	return nil
+}
+
+func withAnnotation(a map[string]string, k, v string) map[string]string {
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[k] = v
+	return a
 }
