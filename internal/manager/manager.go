@@ -9,6 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 )
@@ -24,6 +25,31 @@ type Options struct {
 	ProbeAddr string
 	// LeaderElect enables leader election.
 	LeaderElect bool
+	// Namespace is the namespace the manager runs in; it holds the
+	// webhook's certificate Secret.
+	Namespace string
+	// Webhook configures the admission webhook server.
+	Webhook WebhookOptions
+}
+
+// WebhookOptions configure the admission webhook server and its
+// certificates.
+type WebhookOptions struct {
+	// Enabled serves the webhooks; off for local runs (ENABLE_WEBHOOKS=false).
+	Enabled bool
+	// Host is the address the server binds, "" for every interface. A host
+	// name (not an IP) is also written into the serving certificate.
+	Host string
+	// Port is the port the server listens on.
+	Port int
+	// CertDir is where the manager writes the serving certificate and key.
+	CertDir string
+	// ServiceName is the Service in Namespace in front of the server; the
+	// serving certificate is issued for it.
+	ServiceName string
+	// ConfigurationName is the ValidatingWebhookConfiguration whose caBundle
+	// the manager keeps current.
+	ConfigurationName string
 }
 
 // Setup registers one part of the toolkit (a controller, a webhook) with a
@@ -44,6 +70,9 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		HealthProbeBindAddress: opts.ProbeAddr,
 		LeaderElection:         opts.LeaderElect,
 		LeaderElectionID:       LeaderElectionID,
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: opts.Webhook.Host, Port: opts.Webhook.Port, CertDir: opts.Webhook.CertDir,
+		}),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the controller manager: %w", err)

@@ -20,7 +20,9 @@ func TestAdmitUpdate(t *testing.T) {
 		warns  []string
 	}{
 		{"pause a managed node while running", running,
-			func(p *v1beta1.UpgradePlan) { p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{PauseNodes: []string{"n2"}} }, nil, nil},
+			func(p *v1beta1.UpgradePlan) {
+				p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{PauseNodes: []string{"n2"}}
+			}, nil, nil},
 		{"resume every node while running", func(p *v1beta1.UpgradePlan) {
 			running(p)
 			p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{PauseNodes: []string{"n2", "n3"}}
