@@ -16,10 +16,12 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/manager"
 	"github.com/harvester/upgrade-toolkit/internal/webhook"
 )
 
@@ -158,4 +160,17 @@ func TestAResetCABundleIsPatchedAgain(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+func TestDisabledWebhookSetsNothingUp(t *testing.T) {
+	disabled := opts
+	disabled.Namespace = "default"
+	disabled.Webhook.Enabled = false
+	if _, err := manager.New(env.Config, disabled); err != nil {
+		t.Fatalf("manager without webhooks: %v", err)
+	}
+	err := env.Client.Get(ctxFor(t), client.ObjectKey{Namespace: "default", Name: webhook.CertSecretName}, &corev1.Secret{})
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("with webhooks disabled the certificate Secret was touched: %v", err)
+	}
 }
