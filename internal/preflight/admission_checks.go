@@ -266,15 +266,15 @@ func admitBackupSchedulesSuspended(_ *v1beta1.UpgradePlan, f *AdmissionFacts) Ad
 // unless the plan lets the upgrade shut them down and restart them
 // (spec.restoreVM). On a single node every VM is shut down anyway.
 func admitVMsMigratable(p *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
+	stuck := helper.NonMigratableVMIs(f.VMIs, f.Nodes)
 	if admissionWorkloadNodes(f.Nodes) < 2 {
-		running := len(helper.NonMigratableVMIs(f.VMIs, f.Nodes))
-		if running > 0 && !p.RestoreVMEnabled() {
+		// Here every running VM is stuck: it has no other node to go to.
+		if len(stuck) > 0 && !p.RestoreVMEnabled() {
 			return admissionWarn("single-node cluster: all %d running VMs are shut down during the upgrade and stay off afterwards "+
-				"because spec.restoreVM is false", running)
+				"because spec.restoreVM is false", len(stuck))
 		}
 		return AdmissionResult{}
 	}
-	stuck := helper.NonMigratableVMIs(f.VMIs, f.Nodes)
 	if len(stuck) == 0 {
 		return AdmissionResult{}
 	}
