@@ -41,8 +41,9 @@ generate: $(CONTROLLER_GEN) ## Generate the DeepCopy code of the API and the for
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..." paths="./internal/cluster/apis/..."
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate the UpgradePlan CRD and the foreign-kind CRD fixtures for tests.
+manifests: $(CONTROLLER_GEN) ## Generate the UpgradePlan CRD, the webhook configuration and the foreign-kind CRD fixtures for tests.
 	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) webhook paths="./internal/webhook/..." output:webhook:artifacts:config=config/webhook
 	$(CONTROLLER_GEN) crd paths="./internal/cluster/apis/..." output:crd:artifacts:config=test/crds
 
 .PHONY: verify

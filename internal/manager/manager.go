@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
@@ -42,6 +43,34 @@ type Options struct {
 	Phase *phase.Config
 	// Clock is the time source of every deadline; nil is the real clock.
 	Clock clock.PassiveClock
+	// WithoutReconcilers runs the webhook alone, without the reconcilers
+	// that drive plans: for tests of admission on plans in made-up states.
+	WithoutReconcilers bool
+	// Namespace is the namespace the manager runs in; it holds the
+	// webhook's certificate Secret.
+	Namespace string
+	// Webhook configures the admission webhook server.
+	Webhook WebhookOptions
+}
+
+// WebhookOptions configure the admission webhook server and its
+// certificates.
+type WebhookOptions struct {
+	// Enabled serves the webhooks; off for local runs (ENABLE_WEBHOOKS=false).
+	Enabled bool
+	// Host is the address the server binds, "" for every interface. A host
+	// name (not an IP) is also written into the serving certificate.
+	Host string
+	// Port is the port the server listens on.
+	Port int
+	// CertDir is where the manager writes the serving certificate and key.
+	CertDir string
+	// ServiceName is the Service in Namespace in front of the server; the
+	// serving certificate is issued for it.
+	ServiceName string
+	// ConfigurationName is the ValidatingWebhookConfiguration whose caBundle
+	// the manager keeps current.
+	ConfigurationName string
 }
 
 // Setup registers one more part of the toolkit (e.g. a webhook) with a
@@ -73,6 +102,9 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		// A process may build more than one manager (tests, the demo's
 		// restarts); the controllers' metrics are shared, not duplicated.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: opts.Webhook.Host, Port: opts.Webhook.Port, CertDir: opts.Webhook.CertDir,
+		}),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the controller manager: %w", err)
@@ -83,8 +115,10 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, err
 	}
-	if err := controller.Setup(mgr, opts.Phase, opts.Clock); err != nil {
-		return nil, err
+	if !opts.WithoutReconcilers {
+		if err := controller.Setup(mgr, opts.Phase, opts.Clock); err != nil {
+			return nil, err
+		}
 	}
 	for _, s := range setups {
 		if err := s(mgr, opts); err != nil {
