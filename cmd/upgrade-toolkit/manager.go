@@ -10,6 +10,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/manager"
+	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/version"
 	"github.com/harvester/upgrade-toolkit/internal/webhook"
 )
@@ -18,6 +19,9 @@ func init() { subcommands = append(subcommands, newManagerCommand) }
 
 func newManagerCommand() *cobra.Command {
 	var opts manager.Options
+	phaseCfg := phase.DefaultConfig()
+	phaseCfg.Version = version.Version
+	opts.Phase = &phaseCfg
 	zapOpts := zap.Options{}
 	cmd := &cobra.Command{
 		Use:   "manager",
@@ -54,8 +58,22 @@ func newManagerCommand() *cobra.Command {
 	f.StringVar(&opts.Webhook.ServiceName, "webhook-service-name", webhook.DefaultServiceName, "Service in front of the webhook server")
 	f.StringVar(&opts.Webhook.ConfigurationName, "webhook-configuration-name", webhook.DefaultConfigurationName,
 		"ValidatingWebhookConfiguration whose caBundle the manager keeps current")
+	f.StringVar(&phaseCfg.JobServiceAccount, "job-service-account", envOr("UPGRADE_JOB_SERVICE_ACCOUNT", phaseCfg.JobServiceAccount),
+		"service account of the cluster and node Jobs ($UPGRADE_JOB_SERVICE_ACCOUNT)")
+	f.StringVar(&phaseCfg.PlanServiceAccount, "plan-service-account", envOr("UPGRADE_PLAN_SERVICE_ACCOUNT", phaseCfg.PlanServiceAccount),
+		"service account of the system-upgrade-controller Plans' Jobs ($UPGRADE_PLAN_SERVICE_ACCOUNT)")
+	f.StringVar(&phaseCfg.ToolkitRepository, "toolkit-image-repository", phaseCfg.ToolkitRepository,
+		"repository of the upgrade-toolkit image the workloads run (a plan's management.harvesterhci.io/upgrade-toolkit-image annotation overrides it)")
 	zapFlags := goFlagSet()
 	zapOpts.BindFlags(zapFlags)
 	f.AddGoFlagSet(zapFlags)
 	return cmd
+}
+
+// envOr returns the environment variable's value, or def when it is unset.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

@@ -166,14 +166,7 @@ func (r *PlanReconciler) setQueued(s *phase.Scope, holder *v1beta1.UpgradePlan) 
 // events that go with their changes.
 func (r *PlanReconciler) setConditions(s *phase.Scope, res phase.Result, runErr error) {
 	st := &s.Plan.Status
-	if runErr != nil {
-		msg := "Pipeline error: " + runErr.Error()
-		if r.setCondition(s, v1beta1.ConditionDegraded, metav1.ConditionTrue, v1beta1.ReasonReconcileError, runErr.Error()) {
-			s.Event(corev1.EventTypeWarning, v1beta1.EventReconcileError, "%s", msg)
-		}
-	} else {
-		r.setCondition(s, v1beta1.ConditionDegraded, metav1.ConditionFalse, v1beta1.ReasonReconcileSuccess, "")
-	}
+	r.setDegraded(s, runErr)
 	switch st.CurrentPhase {
 	case v1beta1.PhaseSucceeded:
 		r.setCondition(s, v1beta1.ConditionAvailable, metav1.ConditionFalse, v1beta1.ReasonExecuted, "Entered one of the terminal phases")
@@ -184,6 +177,18 @@ func (r *PlanReconciler) setConditions(s *phase.Scope, res phase.Result, runErr 
 	default:
 		r.setCondition(s, v1beta1.ConditionAvailable, metav1.ConditionTrue, v1beta1.ReasonExecutable, "")
 		r.setCondition(s, v1beta1.ConditionProgressing, metav1.ConditionTrue, string(st.CurrentPhase), res.Waiting)
+	}
+}
+
+// setDegraded reports the pass's error, if any, in the Degraded condition,
+// with a Warning event once per distinct error.
+func (r *PlanReconciler) setDegraded(s *phase.Scope, err error) {
+	if err == nil {
+		r.setCondition(s, v1beta1.ConditionDegraded, metav1.ConditionFalse, v1beta1.ReasonReconcileSuccess, "")
+		return
+	}
+	if r.setCondition(s, v1beta1.ConditionDegraded, metav1.ConditionTrue, v1beta1.ReasonReconcileError, err.Error()) {
+		s.Event(corev1.EventTypeWarning, v1beta1.EventReconcileError, "Pipeline error: %s", err.Error())
 	}
 }
 
@@ -223,36 +228,28 @@ func requeueOnConflict(err error) (ctrl.Result, error) {
 }
 
 // finish cleans up after a plan that reached a terminal phase or is being
-// deleted, then releases it by removing the finalizer.
+// deleted, records what it restored, then releases the plan by removing the
+// finalizer.
 func (r *PlanReconciler) finish(ctx context.Context, plan *v1beta1.UpgradePlan, s *phase.Scope) (ctrl.Result, error) {
-	var runErr error
-	var res phase.Result
-	if controllerutil.ContainsFinalizer(plan, v1beta1.FinalizerCleanup) {
-		res, runErr = phase.Cleanup(ctx, s)
-		if runErr == nil && res.Done {
-			// Keep the status the cleanup recorded (restored settings).
-			if result, err := r.writeStatus(ctx, plan, s, ctrl.Result{}, nil); err != nil || !result.IsZero() {
-				return result, err
-			}
-			s.Events = nil
-			before := s.Plan.DeepCopy()
-			controllerutil.RemoveFinalizer(s.Plan, v1beta1.FinalizerCleanup)
-			if err := r.Client.Patch(ctx, s.Plan, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-				if apierrors.IsNotFound(err) {
-					return ctrl.Result{}, nil
-				}
-				return requeueOnConflict(err)
-			}
+	if !controllerutil.ContainsFinalizer(plan, v1beta1.FinalizerCleanup) {
+		return ctrl.Result{}, nil
+	}
+	res, err := phase.Cleanup(ctx, s)
+	r.setDegraded(s, err)
+	if err != nil || !res.Done {
+		return r.writeStatus(ctx, plan, s, ctrl.Result{RequeueAfter: res.RequeueAfter}, err)
+	}
+	if result, err := r.writeStatus(ctx, plan, s, ctrl.Result{}, nil); err != nil || !result.IsZero() {
+		return result, err
+	}
+	// s.Plan carries the resourceVersion of the status write, if any.
+	before := s.Plan.DeepCopy()
+	controllerutil.RemoveFinalizer(s.Plan, v1beta1.FinalizerCleanup)
+	if err := r.Client.Patch(ctx, s.Plan, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil
 		}
+		return requeueOnConflict(err)
 	}
-	if !plan.DeletionTimestamp.IsZero() {
-		r.setCondition(s, v1beta1.ConditionDegraded, metav1.ConditionFalse, v1beta1.ReasonReconcileSuccess, "")
-		if runErr != nil {
-			r.setCondition(s, v1beta1.ConditionDegraded, metav1.ConditionTrue, v1beta1.ReasonReconcileError, runErr.Error())
-		}
-		return r.writeStatus(ctx, plan, s, ctrl.Result{RequeueAfter: res.RequeueAfter}, runErr)
-	}
-	r.setConditions(s, res, runErr)
-	return r.writeStatus(ctx, plan, s, ctrl.Result{RequeueAfter: res.RequeueAfter}, runErr)
+	return ctrl.Result{}, nil
 }
