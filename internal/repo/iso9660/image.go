@@ -68,6 +68,7 @@ type Image struct {
 	r           io.ReaderAt
 	closer      io.Closer
 	size        int64
+	volumeSize  int64
 	names       string
 	fingerprint string
 	root        *node
@@ -119,6 +120,7 @@ func New(r io.ReaderAt, size int64) (*Image, error) {
 	if size < volumeSize {
 		return nil, fmt.Errorf("%w: it has %d bytes but its volume descriptor says %d; the download or import of the ISO did not complete", ErrTruncated, size, volumeSize)
 	}
+	img.volumeSize = volumeSize
 	sum := sha256.Sum256(pvd)
 	img.fingerprint = hex.EncodeToString(sum[:8])
 
@@ -158,6 +160,11 @@ func (img *Image) Close() error {
 	}
 	return img.closer.Close()
 }
+
+// VolumeSize is the size in bytes of the ISO 9660 volume as its primary
+// volume descriptor records it; the image file may be longer (appended
+// partitions of a hybrid image, or padding added by an import).
+func (img *Image) VolumeSize() int64 { return img.volumeSize }
 
 // Names says which names the tree uses: "Rock Ridge", "Joliet" or "ISO 9660".
 func (img *Image) Names() string { return img.names }
@@ -896,7 +903,7 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 		n, err := f.img.r.ReadAt(p[done:done+chunk], e.Offset+off)
 		done += n
 		if n < chunk {
-			if err == nil || err == io.EOF {
+			if err == nil || errors.Is(err, io.EOF) {
 				err = fmt.Errorf("%w: %w", ErrTruncated, io.ErrUnexpectedEOF)
 			}
 			return done, err
