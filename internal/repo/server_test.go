@@ -25,6 +25,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/internal/repo"
 	"github.com/harvester/upgrade-toolkit/internal/repo/isotest"
+	"github.com/harvester/upgrade-toolkit/internal/testenv"
 )
 
 // release is one xorriso-built release ISO shared by the tests that only
@@ -51,8 +52,11 @@ func releaseISO(t *testing.T) (tree, iso string) {
 	return release.tree, release.iso
 }
 
+// env is the API server of the object tests.
+var env *testenv.Env
+
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := testenv.RunMain(m, &env)
 	if release.iso != "" {
 		_ = os.RemoveAll(filepath.Dir(release.iso))
 	}
