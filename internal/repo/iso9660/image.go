@@ -67,6 +67,7 @@ type Extent struct {
 type Image struct {
 	r           io.ReaderAt
 	closer      io.Closer
+	path        string // set by OpenFile
 	size        int64
 	volumeSize  int64
 	names       string
@@ -104,8 +105,18 @@ func OpenFile(path string) (*Image, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("%s: %w", path, err), f.Close())
 	}
-	img.closer = f
+	img.closer, img.path = f, path
 	return img, nil
+}
+
+// Reopen opens the image file again, for a caller that moves the file's
+// offset, e.g. to let the kernel copy file data to a socket (sendfile).
+// It fails for an image not opened by OpenFile.
+func (img *Image) Reopen() (*os.File, error) {
+	if img.path == "" {
+		return nil, errors.New("the image was not opened from a file")
+	}
+	return os.Open(img.path)
 }
 
 // New reads the volume descriptors and the directory tree of the image of

@@ -4,6 +4,7 @@ package isotest
 
 import (
 	"bytes"
+	"encoding/binary"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -175,4 +176,70 @@ func MustRead(tb testing.TB, tree, rel string) []byte {
 		tb.Fatal(err)
 	}
 	return b
+}
+
+// MultiExtentImage returns an ISO 9660 image with the file big.bin stored
+// as one extent per part, as xorriso stores files of 4 GiB and more, and
+// the file small.txt after it. It is made by hand so that tests do not need
+// gigabytes. The layout: system area, primary volume descriptor (16),
+// terminator (17), root directory (18), then each part in its own blocks
+// followed by a junk block, then small.txt.
+func MultiExtentImage(parts [][]byte) []byte {
+	const ss = 2048
+	var recs []byte
+	blocks := 19
+	var data []byte
+	rec := func(lba, size int, flags byte, id string) []byte {
+		n := 33 + len(id)
+		if len(id)%2 == 0 {
+			n++
+		}
+		r := make([]byte, n)
+		r[0] = byte(n)
+		binary.LittleEndian.PutUint32(r[2:], uint32(lba))
+		binary.BigEndian.PutUint32(r[6:], uint32(lba))
+		binary.LittleEndian.PutUint32(r[10:], uint32(size))
+		binary.BigEndian.PutUint32(r[14:], uint32(size))
+		copy(r[18:], []byte{125, 1, 2, 3, 4, 5, 0})
+		r[25] = flags
+		r[32] = byte(len(id))
+		copy(r[33:], id)
+		return r
+	}
+	recs = append(recs, rec(18, ss, 2, "\x00")...)
+	recs = append(recs, rec(18, ss, 2, "\x01")...)
+	for i, p := range parts {
+		var flags byte = 0x80
+		if i == len(parts)-1 {
+			flags = 0
+		}
+		recs = append(recs, rec(blocks, len(p), flags, "BIG.BIN;1")...)
+		block := make([]byte, (len(p)+ss-1)/ss*ss+ss)
+		copy(block, p)
+		for j := (len(p) + ss - 1) / ss * ss; j < len(block); j++ {
+			block[j] = 0xEE // junk between extents
+		}
+		data = append(data, block...)
+		blocks += len(block) / ss
+	}
+	recs = append(recs, rec(blocks, 5, 0, "SMALL.TXT;1")...)
+	small := make([]byte, ss)
+	copy(small, "small")
+	data = append(data, small...)
+	blocks++
+
+	img := make([]byte, 19*ss)
+	pvd := img[16*ss:]
+	pvd[0] = 1
+	copy(pvd[1:], "CD001")
+	pvd[6] = 1
+	binary.LittleEndian.PutUint32(pvd[80:], uint32(blocks))
+	binary.LittleEndian.PutUint16(pvd[128:], ss)
+	copy(pvd[156:], rec(18, ss, 2, "\x00"))
+	term := img[17*ss:]
+	term[0] = 255
+	copy(term[1:], "CD001")
+	term[6] = 1
+	copy(img[18*ss:], recs)
+	return append(img, data...)
 }
