@@ -49,8 +49,8 @@ func Labels(plan string) map[string]string {
 	}
 }
 
-// Command is the repo container's command line.
-func Command(checksum string) []string {
+// command is the repo container's command line.
+func command(checksum string) []string {
 	cmd := []string{"upgrade-toolkit", "repo", "serve", "--iso", path.Join(ISOMountPath, ISOFileName)}
 	if checksum != "" {
 		cmd = append(cmd, "--sha512", checksum)
@@ -79,7 +79,7 @@ func Deployment(s Spec) *appsv1.Deployment {
 		Name:            ContainerName,
 		Image:           s.Image,
 		ImagePullPolicy: corev1.PullIfNotPresent,
-		Command:         Command(s.ISOChecksum),
+		Command:         command(s.ISOChecksum),
 		Ports:           []corev1.ContainerPort{{Name: PortName, ContainerPort: Port, Protocol: corev1.ProtocolTCP}},
 		VolumeMounts:    []corev1.VolumeMount{{Name: "iso", MountPath: ISOMountPath, ReadOnly: true}},
 		// The server answers /healthz as soon as it listens, also while it

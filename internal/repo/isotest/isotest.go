@@ -57,8 +57,8 @@ const DeepDir = "bundle/deep/l3/l4/l5/l6/l7/l8/l9/l10/l11/l12"
 // under dir: the release file, the bundle metadata, image lists and
 // archives (archiveSize random bytes each), the OS image, a deep directory,
 // a long name, a name with spaces and non-ASCII letters, an empty file and a
-// symbolic link. It returns the slash-separated paths of the regular files.
-func WriteReleaseTree(tb testing.TB, dir string, archiveSize int) []string {
+// symbolic link.
+func WriteReleaseTree(tb testing.TB, dir string, archiveSize int) {
 	tb.Helper()
 	rng := rand.New(rand.NewChaCha8([32]byte{'h', 'a', 'r', 'v', 'e', 's', 't', 'e', 'r'}))
 	random := func(n int) []byte {
@@ -119,7 +119,6 @@ rancherDependencies:
 		"bundle/empty":                    nil,
 		"boot/x86_64/loader/eltorito.img": random(2048),
 	}
-	var paths []string
 	for p, b := range files {
 		full := filepath.Join(dir, filepath.FromSlash(p))
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
@@ -128,13 +127,11 @@ rancherDependencies:
 		if err := os.WriteFile(full, b, 0o644); err != nil {
 			tb.Fatal(err)
 		}
-		paths = append(paths, p)
 	}
 	// "current" names the new release's image list, as a link.
 	if err := os.Symlink(Version, filepath.Join(dir, "bundle/harvester/images-lists-archive/current")); err != nil {
 		tb.Fatal(err)
 	}
-	return paths
 }
 
 // Files returns the slash-separated paths of the regular files under dir.
