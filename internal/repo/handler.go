@@ -66,7 +66,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		slog.String("range", r.Header.Get("Range")),
 		slog.Int("status", rec.status),
 		slog.Int64("bytes", rec.bytes),
-		slog.Duration("duration", time.Since(start)),
+		slog.Float64("durationMs", float64(time.Since(start).Microseconds())/1000),
 		slog.String("remote", r.RemoteAddr),
 		slog.String("userAgent", r.UserAgent()),
 	)

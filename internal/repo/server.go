@@ -154,7 +154,7 @@ func (s *Server) prepare(ctx context.Context) (*iso9660.Image, error) {
 		}
 		return nil, fmt.Errorf("opening the ISO: %w", err)
 	}
-	log.Info("ISO opened", "names", img.Names(), "entries", img.Entries(), "volumeBytes", img.VolumeSize(), "duration", time.Since(start))
+	log.Info("ISO opened", "names", img.Names(), "entries", img.Entries(), "volumeBytes", img.VolumeSize(), "duration", time.Since(start).String())
 	if s.want == nil {
 		log.Warn("no --sha512 given: the ISO is served without checking its integrity")
 		return img, nil
@@ -187,7 +187,7 @@ func (s *Server) prepare(ctx context.Context) (*iso9660.Image, error) {
 	if err != nil {
 		return nil, errors.Join(err, img.Close())
 	}
-	log.Info("ISO checksum verified", "sha512", s.opts.SHA512, "bytes", total, "duration", time.Since(start))
+	log.Info("ISO checksum verified", "sha512", s.opts.SHA512, "bytes", total, "duration", time.Since(start).String())
 	return img, nil
 }
 
