@@ -58,53 +58,87 @@ func (c *Counter) add(k Key) {
 // (get, list, watch, create, update, patch, delete, deletecollection) and its
 // resource as resource[/subresource].
 func Classify(req *http.Request) Key {
+	r := Describe(req)
+	if r.NonResource {
+		return Key{Verb: r.Verb, Resource: r.Path}
+	}
+	return Key{Verb: r.Verb, Resource: r.Resource}
+}
+
+// Request is what the API server's authorizer sees of a request: its verb
+// and either the resource it acts on or, for paths outside /api and /apis
+// (e.g. /version), the path.
+type Request struct {
+	Verb string
+	// Group is the API group, "" for the core group.
+	Group string
+	// Resource is resource[/subresource], e.g. "pods/log".
+	Resource string
+	// Namespace is "" for cluster-scoped resources and cluster-wide
+	// requests.
+	Namespace string
+	// Name is "" for list, watch, create and deletecollection.
+	Name string
+	// NonResource marks a request for Path rather than a resource.
+	NonResource bool
+	Path        string
+}
+
+// Describe tells what a request to the API server asks for, as its
+// authorizer does: the verb (get, list, watch, create, update, patch,
+// delete, deletecollection), the group, resource[/subresource], namespace
+// and name. Discovery paths (/api, /apis/group/version) are non-resource
+// requests.
+func Describe(req *http.Request) Request {
 	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	r := Request{Path: req.URL.Path}
 	// /api/v1/... or /apis/group/version/...
 	switch {
-	case len(parts) > 0 && parts[0] == "api":
-		parts = parts[min(2, len(parts)):]
-	case len(parts) > 0 && parts[0] == "apis":
-		parts = parts[min(3, len(parts)):]
-	default:
-		return Key{Verb: strings.ToLower(req.Method), Resource: req.URL.Path}
-	}
-	if len(parts) >= 2 && parts[0] == "namespaces" && len(parts) > 2 {
+	case len(parts) > 2 && parts[0] == "api":
 		parts = parts[2:]
+	case len(parts) > 3 && parts[0] == "apis":
+		r.Group = parts[1]
+		parts = parts[3:]
+	default:
+		// Non-resource verbs are the lower-case HTTP methods.
+		r.NonResource, r.Verb = true, strings.ToLower(req.Method)
+		return r
 	}
-	resource, named := "", false
-	if len(parts) > 0 {
-		resource = parts[0]
-		named = len(parts) > 1
-		if len(parts) > 2 {
-			resource += "/" + parts[2]
-		}
+	if len(parts) > 2 && parts[0] == "namespaces" {
+		r.Namespace, parts = parts[1], parts[2:]
 	}
-	verb := ""
+	r.Resource = parts[0]
+	if len(parts) > 1 {
+		r.Name = parts[1]
+	}
+	if len(parts) > 2 {
+		r.Resource += "/" + parts[2]
+	}
 	switch req.Method {
 	case http.MethodGet:
 		switch {
 		case req.URL.Query().Get("watch") == "true":
-			verb = "watch"
-		case named:
-			verb = "get"
+			r.Verb = "watch"
+		case r.Name != "":
+			r.Verb = "get"
 		default:
-			verb = "list"
+			r.Verb = "list"
 		}
 	case http.MethodPost:
-		verb = "create"
+		r.Verb = "create"
 	case http.MethodPut:
-		verb = "update"
+		r.Verb = "update"
 	case http.MethodPatch:
-		verb = "patch"
+		r.Verb = "patch"
 	case http.MethodDelete:
-		verb = "delete"
-		if !named {
-			verb = "deletecollection"
+		r.Verb = "delete"
+		if r.Name == "" {
+			r.Verb = "deletecollection"
 		}
 	default:
-		verb = strings.ToLower(req.Method)
+		r.Verb = strings.ToLower(req.Method)
 	}
-	return Key{Verb: verb, Resource: resource}
+	return r
 }
 
 // Snapshot returns the counts so far.

@@ -30,6 +30,32 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+func TestDescribe(t *testing.T) {
+	tests := []struct {
+		method, url string
+		want        Request
+	}{
+		{"GET", "/api/v1/namespaces/harvester-system/pods/p1/log?tailLines=10",
+			Request{Verb: "get", Resource: "pods/log", Namespace: "harvester-system", Name: "p1"}},
+		{"GET", "/apis/batch/v1/namespaces/cattle-system/jobs?labelSelector=a",
+			Request{Verb: "list", Group: "batch", Resource: "jobs", Namespace: "cattle-system"}},
+		{"GET", "/apis/batch/v1/jobs?watch=true", Request{Verb: "watch", Group: "batch", Resource: "jobs"}},
+		{"GET", "/api/v1/namespaces/harvester-system", Request{Verb: "get", Resource: "namespaces", Name: "harvester-system"}},
+		{"PATCH", "/apis/management.harvesterhci.io/v1beta1/upgradeplans/p1/status",
+			Request{Verb: "patch", Group: "management.harvesterhci.io", Resource: "upgradeplans/status", Name: "p1"}},
+		{"POST", "/apis/authentication.k8s.io/v1/tokenreviews", Request{Verb: "create", Group: "authentication.k8s.io", Resource: "tokenreviews"}},
+		{"GET", "/apis/apps/v1", Request{Verb: "get", NonResource: true}},
+		{"GET", "/version", Request{Verb: "get", NonResource: true}},
+	}
+	for _, tt := range tests {
+		req := httptest.NewRequest(tt.method, tt.url, nil)
+		tt.want.Path = req.URL.Path
+		if got := Describe(req); got != tt.want {
+			t.Errorf("%s %s = %+v, want %+v", tt.method, tt.url, got, tt.want)
+		}
+	}
+}
+
 func TestCounterCountsThroughTheTransport(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	defer srv.Close()
