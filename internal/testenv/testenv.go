@@ -93,7 +93,11 @@ func Start() (*Env, error) {
 	// The API server publishes the host's address in the default/kubernetes
 	// EndpointSlice (never a loopback one); listen there too, so that what
 	// reads the slice, like the certificate check, can reach it.
-	te.ControlPlane.GetAPIServer().Configure().Set("bind-address", "0.0.0.0")
+	te.ControlPlane.GetAPIServer().Configure().Set("bind-address", "0.0.0.0").
+		// As strict clusters do: an owner reference that blocks the owner's
+		// deletion takes update on the owner's finalizers (see
+		// internal/rbactest).
+		Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
 	cfg, err := te.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting envtest: %w", err)
