@@ -44,14 +44,16 @@ func newManagerCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.MetricsAddr, "metrics-bind-address", "0", "address the metrics endpoint listens on; 0 disables it")
+	f.StringVar(&opts.MetricsAddr, "metrics-bind-address", "0", "address the metrics endpoint listens on, e.g. :8443; 0 disables it")
+	f.BoolVar(&opts.MetricsSecure, "metrics-secure", true,
+		"serve metrics over HTTPS to scrapers the API server authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone")
 	f.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "address the health probes listen on")
 	f.BoolVar(&opts.LeaderElect, "leader-elect", false, "elect a leader so that only one replica is active")
 	namespace := os.Getenv("POD_NAMESPACE")
 	if namespace == "" {
 		namespace = cluster.HarvesterNamespace
 	}
-	f.StringVar(&opts.Namespace, "namespace", namespace, "namespace the manager runs in ($POD_NAMESPACE when set); holds the webhook certificate Secret")
+	f.StringVar(&opts.Namespace, "namespace", namespace, "namespace the manager runs in ($POD_NAMESPACE when set); holds the webhook certificate Secret and the leader election Lease")
 	f.IntVar(&opts.Webhook.Port, "webhook-port", 9443, "port the admission webhook server listens on")
 	f.StringVar(&opts.Webhook.CertDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"),
 		"directory the manager writes the webhook's serving certificate to")
