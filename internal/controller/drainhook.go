@@ -28,6 +28,10 @@ type DrainHookReconciler struct {
 	Client client.Client
 }
 
+// The drain-hook reconciler acknowledges by patching the machine-plan Secret.
+//
+// +kubebuilder:rbac:groups="",namespace=fleet-local,resources=secrets,verbs=patch
+
 // DrainHookControllerName names the drain-hook controller.
 const DrainHookControllerName = "drainhook"
 

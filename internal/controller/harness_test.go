@@ -20,6 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -33,20 +35,44 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/manager"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
+	"github.com/harvester/upgrade-toolkit/internal/rbactest"
 	"github.com/harvester/upgrade-toolkit/internal/release"
 	"github.com/harvester/upgrade-toolkit/internal/release/releasetest"
 	"github.com/harvester/upgrade-toolkit/internal/testenv"
 )
 
-var env *testenv.Env
+var (
+	env *testenv.Env
+	// manager is the manager's ServiceAccount, bound to the role generated
+	// from the markers of the manager's packages: the tests run the manager
+	// as it, and fail if it is refused anything or granted what it never
+	// uses.
+	managerSA *rbactest.Identity
+)
 
 func TestMain(m *testing.M) {
 	if os.Getenv("TEST_LOG") != "" {
 		log.SetLogger(zap.New(zap.UseDevMode(true)))
 	} else {
 		log.SetLogger(logr.Discard())
+		klog.SetLogger(logr.Discard()) // leader election logs through klog
 	}
-	os.Exit(testenv.RunMain(m, &env))
+	os.Exit(testenv.RunMain(asManager{m}, &env))
+}
+
+// asManager runs the tests with the manager's ServiceAccount in place.
+type asManager struct{ m *testing.M }
+
+func (a asManager) Run() int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var err error
+	managerSA, err = rbactest.Bind(ctx, env, types.NamespacedName{Namespace: cluster.HarvesterNamespace, Name: "upgrade-toolkit"}, rbactest.ManagerRole)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return managerSA.Verdict(a.m.Run())
 }
 
 // fakeKubelet answers the disk-space check per node; a missing node is
@@ -90,6 +116,10 @@ type harness struct {
 	// serves now (tests may break it).
 	repo  *releasetest.Repo
 	files atomic.Pointer[fstest.MapFS]
+	// refusedBefore counts the requests RBAC refused the manager before
+	// this test; cleaningUp stops eventually from reporting new ones.
+	refusedBefore int
+	cleaningUp    bool
 }
 
 func newHarness(t *testing.T) *harness {
@@ -101,6 +131,8 @@ func newHarness(t *testing.T) *harness {
 		clock:   clocktesting.NewFakeClock(time.Now()),
 		kubelet: &fakeKubelet{nodes: map[string][2]uint64{}},
 		counter: apicount.New(),
+
+		refusedBefore: len(managerSA.Refused()),
 	}
 	cfg.Kubelet = h.kubelet
 	// envtest's API server certificate is valid for 7 days only.
@@ -119,8 +151,9 @@ func newHarness(t *testing.T) *harness {
 }
 
 func (h *harness) start() {
-	mgr, err := manager.New(h.counter.Wrap(env.Config), manager.Options{
+	mgr, err := manager.New(h.counter.Wrap(managerSA.Config()), manager.Options{
 		MetricsAddr: "0", ProbeAddr: "0", Phase: h.cfg, Clock: h.clock,
+		LeaderElect: true, Namespace: cluster.HarvesterNamespace,
 	})
 	if err != nil {
 		h.t.Fatalf("building the manager: %v", err)
@@ -145,6 +178,7 @@ func (h *harness) restart() {
 // cleanup deletes every plan (the manager cleans up after each), then the
 // objects the tests created, so that the next test starts from scratch.
 func (h *harness) cleanup() {
+	h.cleaningUp = true
 	ctx := context.Background()
 	var plans v1beta1.UpgradePlanList
 	_ = h.c.List(ctx, &plans)
@@ -201,6 +235,10 @@ func (h *harness) eventually(what string, cond func() (bool, string)) {
 	deadline := time.Now().Add(30 * time.Second)
 	last := ""
 	for time.Now().Before(deadline) {
+		if refused := managerSA.Refused()[h.refusedBefore:]; len(refused) > 0 && !h.cleaningUp {
+			h.t.Fatalf("waiting for %s: RBAC refused the manager (add a +kubebuilder:rbac marker next to the code and run `make manifests`):\n%s",
+				what, strings.Join(refused, "\n"))
+		}
 		ok, desc := cond()
 		if ok {
 			return
@@ -365,11 +403,14 @@ func (h *harness) finishJob(namespace, name string, succeed bool) *batchv1.Job {
 	return j
 }
 
-// writesDuring counts the manager's writes while f runs.
+// writesDuring counts the manager's writes while f runs, but for the
+// leader's renewals of its Lease, which go on whatever happens.
 func (h *harness) writesDuring(f func()) map[apicount.Key]int {
 	h.counter.Reset()
 	f()
-	return h.counter.Writes()
+	writes := h.counter.Writes()
+	delete(writes, apicount.Key{Verb: "update", Resource: "leases"})
+	return writes
 }
 
 // absent reports whether an object does not exist.

@@ -26,6 +26,15 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
 )
 
+// The plan reconciler adds and removes its finalizer with a patch, writes
+// the status, lists the plans from the API server to decide which holds the
+// upgrade slot, and records events on the plans; plans are cluster-scoped,
+// so their events go to the default namespace.
+//
+// +kubebuilder:rbac:groups=management.harvesterhci.io,resources=upgradeplans,verbs=list;patch
+// +kubebuilder:rbac:groups=management.harvesterhci.io,resources=upgradeplans/status,verbs=patch
+// +kubebuilder:rbac:groups="",namespace=default,resources=events,verbs=create;patch
+
 // PlanReconciler drives UpgradePlans through the pipeline. It is the only
 // writer of a plan's status.
 type PlanReconciler struct {

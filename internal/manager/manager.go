@@ -5,6 +5,7 @@ package manager
 import (
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -19,12 +20,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
 	"github.com/harvester/upgrade-toolkit/internal/controller"
+	"github.com/harvester/upgrade-toolkit/internal/metrics"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
 )
 
@@ -35,6 +43,9 @@ const LeaderElectionID = "3509939c.harvesterhci.io"
 type Options struct {
 	// MetricsAddr is the metrics listen address; "0" disables metrics.
 	MetricsAddr string
+	// MetricsSecure serves metrics over HTTPS to authenticated and
+	// authorized scrapers only (see internal/metrics).
+	MetricsSecure bool
 	// ProbeAddr is the health probe listen address; "0" disables probes.
 	ProbeAddr string
 	// LeaderElect enables leader election.
@@ -47,7 +58,7 @@ type Options struct {
 	// that drive plans: for tests of admission on plans in made-up states.
 	WithoutReconcilers bool
 	// Namespace is the namespace the manager runs in; it holds the
-	// webhook's certificate Secret.
+	// webhook's certificate Secret and the leader election Lease.
 	Namespace string
 	// Webhook configures the admission webhook server.
 	Webhook WebhookOptions
@@ -94,11 +105,16 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 cluster.NewScheme(),
-		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Metrics:                metrics.ServerOptions(opts.MetricsAddr, opts.MetricsSecure),
 		HealthProbeBindAddress: opts.ProbeAddr,
 		LeaderElection:         opts.LeaderElect,
 		LeaderElectionID:       LeaderElectionID,
-		Cache:                  cacheOptions(),
+		// Given, so that the manager also elects outside a pod (make run).
+		LeaderElectionNamespace: opts.Namespace,
+		// The process ends when the manager stops, so the next replica may
+		// take over at once rather than after the lease expires.
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         cacheOptions(),
 		// A process may build more than one manager (tests, the demo's
 		// restarts); the controllers' metrics are shared, not duplicated.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
@@ -128,25 +144,75 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
-// cacheOptions keep the manager's memory small on large clusters: the cache
-// holds only the Jobs and pods of upgrades, the Secrets of Rancher's machine
-// plans, and the ConfigMaps and EndpointSlices of the namespaces the
-// toolkit works in.
+// What leader election needs: the Lease, and the events it records on it.
+//
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=harvester-system,resources=leases,verbs=get;create;update
+// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=events,verbs=create
+
+// What the cache lists and watches: every kind the manager reads through
+// its client, in the namespaces cacheOptions gives.
+//
+// +kubebuilder:rbac:groups=management.harvesterhci.io,resources=upgradeplans,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
+// +kubebuilder:rbac:groups=harvesterhci.io,resources=settings,verbs=list;watch
+// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=pods;configmaps;services,verbs=list;watch
+// +kubebuilder:rbac:groups=apps,namespace=harvester-system,resources=deployments,verbs=list;watch
+// +kubebuilder:rbac:groups=batch,namespace=harvester-system,resources=jobs,verbs=list;watch
+// +kubebuilder:rbac:groups=harvesterhci.io,namespace=harvester-system,resources=versions;virtualmachineimages,verbs=list;watch
+// +kubebuilder:rbac:groups=kubevirt.io,namespace=harvester-system,resources=kubevirts,verbs=list;watch
+// +kubebuilder:rbac:groups=batch,namespace=cattle-system,resources=jobs,verbs=list;watch
+// +kubebuilder:rbac:groups=upgrade.cattle.io,namespace=cattle-system,resources=plans,verbs=list;watch
+// +kubebuilder:rbac:groups="",namespace=fleet-local,resources=secrets,verbs=list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,namespace=fleet-local,resources=machines,verbs=list;watch
+// +kubebuilder:rbac:groups=provisioning.cattle.io,namespace=fleet-local,resources=clusters,verbs=list;watch
+// +kubebuilder:rbac:groups=management.cattle.io,namespace=fleet-local,resources=managedcharts,verbs=list;watch
+// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=settings,verbs=list;watch
+// +kubebuilder:rbac:groups=harvesterhci.io,namespace=kube-system,resources=addons,verbs=list;watch
+// +kubebuilder:rbac:groups=discovery.k8s.io,namespace=harvester-system,resources=endpointslices,verbs=list;watch
+// +kubebuilder:rbac:groups=discovery.k8s.io,namespace=default,resources=endpointslices,verbs=list;watch
+
+// cacheOptions keep the manager's memory and its permissions small: the
+// cache holds each namespaced kind only in the namespace the toolkit works
+// with it in, so that the manager lists and watches, for example, the
+// Secrets of Rancher's machine plans but no other Secret; Jobs and pods only
+// when they belong to an upgrade.
 func cacheOptions() cache.Options {
 	ours, err := labels.NewRequirement(v1beta1.LabelUpgradePlan, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant selector
 	}
 	byPlan := labels.NewSelector().Add(*ours)
+	in := func(namespaces ...string) cache.ByObject {
+		c := cache.ByObject{Namespaces: map[string]cache.Config{}}
+		for _, ns := range namespaces {
+			c.Namespaces[ns] = cache.Config{}
+		}
+		return c
+	}
+	harvester := in(cluster.HarvesterNamespace)
+	fleetLocal := in(cluster.FleetLocalNamespace)
+	jobs := in(cluster.HarvesterNamespace, cluster.CattleNamespace)
+	jobs.Label = byPlan
+	pods := in(cluster.HarvesterNamespace)
+	pods.Label = byPlan
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&batchv1.Job{}: {Label: byPlan},
-		&corev1.Pod{}:  {Label: byPlan},
+		&batchv1.Job{}: jobs,
+		&corev1.Pod{}:  pods,
 		&corev1.Secret{}: {Namespaces: map[string]cache.Config{cluster.FleetLocalNamespace: {
 			FieldSelector: fields.OneTermEqualSelector("type", cluster.MachinePlanSecretType),
 		}}},
-		&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{cluster.HarvesterNamespace: {}}},
-		&discoveryv1.EndpointSlice{}: {Namespaces: map[string]cache.Config{
-			cluster.HarvesterNamespace: {}, "default": {},
-		}},
+		&corev1.ConfigMap{}:                     harvester,
+		&corev1.Service{}:                       harvester,
+		&appsv1.Deployment{}:                    harvester,
+		&harvesterv1beta1.Version{}:             harvester,
+		&harvesterv1beta1.VirtualMachineImage{}: harvester,
+		&kubevirtv1.KubeVirt{}:                  harvester,
+		&upgradev1.Plan{}:                       in(cluster.CattleNamespace),
+		&capiv1beta1.Machine{}:                  fleetLocal,
+		&provisioningv1.Cluster{}:               fleetLocal,
+		&managementv3.ManagedChart{}:            fleetLocal,
+		&longhornv1beta2.Setting{}:              in(cluster.LonghornNamespace),
+		&harvesterv1beta1.Addon{}:               in(cluster.KubeSystemNamespace),
+		&discoveryv1.EndpointSlice{}:            in(cluster.HarvesterNamespace, "default"),
 	}}
 }

@@ -35,6 +35,15 @@ var createdKinds = []struct {
 	{&upgradev1.PlanList{}, &upgradev1.Plan{}, cluster.CattleNamespace},
 }
 
+// Cleanup deletes the plan's objects by label, a collection at a time.
+//
+// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=configmaps;services,verbs=deletecollection
+// +kubebuilder:rbac:groups=apps,namespace=harvester-system,resources=deployments,verbs=deletecollection
+// +kubebuilder:rbac:groups=batch,namespace=harvester-system,resources=jobs,verbs=deletecollection
+// +kubebuilder:rbac:groups=harvesterhci.io,namespace=harvester-system,resources=virtualmachineimages,verbs=deletecollection
+// +kubebuilder:rbac:groups=batch,namespace=cattle-system,resources=jobs,verbs=deletecollection
+// +kubebuilder:rbac:groups=upgrade.cattle.io,namespace=cattle-system,resources=plans,verbs=deletecollection
+
 // Cleanup undoes what a finished or deleted plan created and changed: it
 // deletes every object carrying the plan's label, unmarks the nodes, and
 // puts back each setting it recorded, clearing the record once restored so

@@ -57,6 +57,9 @@ func (ClusterUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 	return Wait("upgrading the cluster's components: Job %s/%s running", job.Namespace, name), nil
 }
 
+// +kubebuilder:rbac:groups=kubevirt.io,namespace=harvester-system,resources=kubevirts,verbs=patch
+// +kubebuilder:rbac:groups=management.cattle.io,namespace=fleet-local,resources=managedcharts,verbs=patch
+
 // guardKubeVirtMigrations empties KubeVirt's workload update methods, so that
 // upgrading KubeVirt does not live-migrate every VM of the cluster at once,
 // and tells Fleet to leave that change alone. The original values are

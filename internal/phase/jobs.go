@@ -137,6 +137,14 @@ func (s *Scope) jobFailure(ctx context.Context, what string, j *batchv1.Job, rea
 	return b.String()
 }
 
+// The toolkit's Jobs run in harvester-system, those of
+// system-upgrade-controller's Plans in cattle-system.
+//
+// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=pods,verbs=list
+// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=pods/log,verbs=get
+// +kubebuilder:rbac:groups="",namespace=cattle-system,resources=pods,verbs=list
+// +kubebuilder:rbac:groups="",namespace=cattle-system,resources=pods/log,verbs=get
+
 // lastLogLines returns the end of the log of the Job's newest pod, or "" when
 // there is none to read.
 func (s *Scope) lastLogLines(ctx context.Context, j *batchv1.Job) string {

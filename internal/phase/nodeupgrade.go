@@ -92,6 +92,15 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 	return nodeUpgradeProgress(s, nodes, obs, restoring), nil
 }
 
+// The node upgrade reads the provisioning Cluster from the API server, and
+// changes it, the Longhorn setting, the descheduler Addon and the nodes'
+// annotations.
+//
+// +kubebuilder:rbac:groups=provisioning.cattle.io,namespace=fleet-local,resources=clusters,verbs=get;patch
+// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=settings,verbs=patch
+// +kubebuilder:rbac:groups=harvesterhci.io,namespace=kube-system,resources=addons,verbs=patch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=patch
+
 // recordNodeUpgradeSettings records, before anything is changed, the
 // settings the node upgrade changes and, on a multi-node cluster, the
 // provisionGeneration it will give Rancher. It reports whether it recorded

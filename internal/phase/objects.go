@@ -21,6 +21,12 @@ func Labels(plan, component string) map[string]string {
 	return map[string]string{v1beta1.LabelUpgradePlan: plan, v1beta1.LabelUpgradeComponent: component}
 }
 
+// An owner reference that blocks the plan's deletion until the object is
+// gone takes, where the OwnerReferencesPermissionEnforcement admission
+// plugin runs, update on the plan's finalizers.
+//
+// +kubebuilder:rbac:groups=management.harvesterhci.io,resources=upgradeplans/finalizers,verbs=update
+
 // own labels obj as the plan's and makes the plan its controlling owner, so
 // that it is found, watched and garbage-collected with the plan.
 func (s *Scope) own(obj client.Object, component string) error {
@@ -86,6 +92,14 @@ func specHash(desired any) (string, error) {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8]), nil
 }
+
+// The objects the phases create and keep as the plan wants them.
+//
+// +kubebuilder:rbac:groups=harvesterhci.io,namespace=harvester-system,resources=virtualmachineimages,verbs=create
+// +kubebuilder:rbac:groups=batch,namespace=harvester-system,resources=jobs,verbs=create
+// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=services,verbs=create;patch
+// +kubebuilder:rbac:groups=apps,namespace=harvester-system,resources=deployments,verbs=create;patch
+// +kubebuilder:rbac:groups=upgrade.cattle.io,namespace=cattle-system,resources=plans,verbs=create;patch
 
 // ensure makes an object the plan owns match what the plan wants. It reads
 // the object into live; if it does not exist it creates want; if the

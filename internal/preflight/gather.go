@@ -22,6 +22,8 @@ type Kubelet interface {
 	Get(ctx context.Context, node, path string) ([]byte, error)
 }
 
+// +kubebuilder:rbac:groups="",resources=nodes/proxy,verbs=get
+
 // ProxyKubelet reaches kubelets through the API server's node proxy, so the
 // manager needs no network path to the nodes and no kubelet credentials.
 type ProxyKubelet struct{ Kube kubernetes.Interface }

@@ -43,10 +43,12 @@ const certRotatorName = "webhook-cert-rotator"
 // rewrites files that went missing or failed to be written.
 const certResync = time.Minute
 
-// The permissions the certificate rotation needs.
+// The permissions the certificate rotation needs. cert-controller's rotator
+// watches every Secret of the manager's namespace and every webhook
+// configuration, through a cache of its own.
 //
-// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=secrets,verbs=get;list;watch;create;update
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=secrets,verbs=list;watch;create;update
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=list;watch;update
 
 // setupCertificates makes the manager issue and rotate the webhook's
 // certificates with cert-controller's rotator: a CA and a serving

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,13 +34,18 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 	"github.com/harvester/upgrade-toolkit/internal/manager"
+	"github.com/harvester/upgrade-toolkit/internal/rbactest"
 	"github.com/harvester/upgrade-toolkit/internal/testenv"
 	"github.com/harvester/upgrade-toolkit/internal/webhook"
 )
 
 var (
-	env  *testenv.Env
-	opts manager.Options
+	env *testenv.Env
+	// webhookSA is the manager's ServiceAccount with the role generated
+	// from this package's markers only: the tests fail if the webhook is
+	// refused anything or granted what it never uses.
+	webhookSA *rbactest.Identity
+	opts      manager.Options
 	// seededCA is the near-expiry CA put into the certificate Secret before
 	// the manager started; the manager must have replaced it.
 	seededCA []byte
@@ -68,7 +74,7 @@ func (w withManager) Run() int {
 		fmt.Fprintln(os.Stderr, "creating the cluster's objects:", err)
 		return 1
 	}
-	return w.m.Run()
+	return webhookSA.Verdict(w.m.Run())
 }
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunMain(withManager{m}, &env)) }
@@ -105,8 +111,12 @@ func startManager(ctx context.Context, done chan<- error) error {
 	if err := createWebhookConfiguration(ctx, port); err != nil {
 		return err
 	}
+	webhookSA, err = rbactest.Bind(ctx, env, types.NamespacedName{Namespace: opts.Namespace, Name: "upgrade-toolkit"}, rbactest.WebhookRole)
+	if err != nil {
+		return err
+	}
 	manager.Register(webhook.Setup)
-	mgr, err := manager.New(env.Config, opts)
+	mgr, err := manager.New(webhookSA.Config(), opts)
 	if err != nil {
 		return err
 	}

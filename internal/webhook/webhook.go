@@ -81,17 +81,19 @@ func (a *afterReady) Start(ctx context.Context) error {
 
 func (a *afterReady) NeedLeaderElection() bool { return false }
 
-// The webhook configuration and the permissions its checks need.
+// The webhook configuration and the permissions its checks need: they read
+// (see preflight.GatherAdmissionFacts) straight from the API server.
 //
 // +kubebuilder:webhook:path=/validate-management-harvesterhci-io-v1beta1-upgradeplan,mutating=false,failurePolicy=fail,sideEffects=None,groups=management.harvesterhci.io,resources=upgradeplans,verbs=create;update;delete,versions=v1beta1,name=vupgradeplan.management.harvesterhci.io,admissionReviewVersions=v1,timeoutSeconds=30
-// +kubebuilder:rbac:groups=management.harvesterhci.io,resources=upgradeplans,verbs=get;list
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list
-// +kubebuilder:rbac:groups=harvesterhci.io,resources=versions;virtualmachineimages;virtualmachinebackups;schedulevmbackups;addons,verbs=get;list
-// +kubebuilder:rbac:groups=provisioning.cattle.io,resources=clusters,verbs=get;list
-// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list
-// +kubebuilder:rbac:groups=longhorn.io,resources=volumes,verbs=get;list
-// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list
-// +kubebuilder:rbac:groups=management.cattle.io,resources=managedcharts,verbs=get;list
+// +kubebuilder:rbac:groups=management.harvesterhci.io,resources=upgradeplans,verbs=list
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list
+// +kubebuilder:rbac:groups=harvesterhci.io,namespace=harvester-system,resources=versions;virtualmachineimages,verbs=get
+// +kubebuilder:rbac:groups=harvesterhci.io,resources=virtualmachinebackups;schedulevmbackups;addons,verbs=list
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=list
+// +kubebuilder:rbac:groups=provisioning.cattle.io,namespace=fleet-local,resources=clusters,verbs=get
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,namespace=fleet-local,resources=machines,verbs=list
+// +kubebuilder:rbac:groups=management.cattle.io,namespace=fleet-local,resources=managedcharts,verbs=list
+// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=volumes,verbs=list
 
 // planValidator admits UpgradePlans.
 type planValidator struct {
