@@ -22,6 +22,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
+	"github.com/harvester/upgrade-toolkit/internal/pipeline"
 	"github.com/harvester/upgrade-toolkit/internal/preflight"
 )
 
@@ -94,8 +95,12 @@ func (r *PlanReconciler) listPlans(ctx context.Context, f func(*v1beta1.UpgradeP
 	return reqs
 }
 
-// waitingPlans maps a plan to the other plans queued behind it.
+// waitingPlans maps a plan that freed the upgrade slot (it finished and
+// cleaned up, or it is being deleted) to the plans queued behind it.
 func (r *PlanReconciler) waitingPlans(ctx context.Context, obj client.Object) []reconcile.Request {
+	if p, ok := obj.(*v1beta1.UpgradePlan); ok && pipeline.NeedsSlot(p) && p.DeletionTimestamp.IsZero() {
+		return nil
+	}
 	return r.listPlans(ctx, func(p *v1beta1.UpgradePlan) bool {
 		return p.Name != obj.GetName() && !p.IsStarted() && p.DeletionTimestamp.IsZero()
 	})
