@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -227,6 +228,16 @@ func (s *Sim) createNode(ctx context.Context, name string, index int) error {
 			return err
 		}
 	}
+	// The API server taints a new node not-ready; the node-lifecycle
+	// controller lifts the taint once the node is Ready.
+	before := len(node.Spec.Taints)
+	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady })
+	if len(node.Spec.Taints) == before {
+		return nil
+	}
+	if err := s.direct.Update(ctx, node); err != nil {
+		return fmt.Errorf("sim: lifting the not-ready taint of node %s: %w", name, err)
+	}
 	return nil
 }
 
@@ -376,8 +387,7 @@ func (s *Sim) createVM(ctx context.Context, vm VM) error {
 		Spec: kubevirtv1.VirtualMachineSpec{
 			RunStrategy: ptr.To(vm.RunStrategy),
 			Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"harvesterhci.io/vmName": vm.Name}},
-				Spec:       tmpl,
+				Spec: tmpl,
 			},
 		},
 	}

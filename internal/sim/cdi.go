@@ -65,9 +65,11 @@ func (s *Sim) reconcileImage(ctx context.Context, req reconcile.Request) (reconc
 	case common.IsTrue(st.Conditions, condImageImported) || common.IsTrue(st.Conditions, condImageRetryLimit):
 		return reconcile.Result{}, nil
 	default:
-		if wait := s.steps.remaining("import/"+string(img.UID), s.cfg.Timing.ImportStep); wait > 0 {
+		step := "import/" + string(img.UID)
+		if wait := s.steps.remaining(step, s.cfg.Timing.ImportStep); wait > 0 {
 			return reconcile.Result{RequeueAfter: wait}, nil
 		}
+		s.steps.forget(step)
 		if f := s.faults.importFault(img.Namespace, img.Name); f != nil {
 			failImport(img, f.Message)
 		} else if st.Progress+importProgressStep < 100 {

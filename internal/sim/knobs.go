@@ -156,7 +156,7 @@ type stepClock struct {
 }
 
 // remaining returns how long step key still runs, starting its clock on the
-// first call. Once it returns 0 the step is forgotten.
+// first call; it stays 0 once the time passed, until forget restarts the step.
 func (c *stepClock) remaining(key string, d time.Duration) time.Duration {
 	if d <= 0 {
 		return 0
@@ -171,9 +171,12 @@ func (c *stepClock) remaining(key string, d time.Duration) time.Duration {
 		c.started[key] = time.Now()
 		return d
 	}
-	if left := d - time.Since(start); left > 0 {
-		return left
-	}
+	return max(d-time.Since(start), 0)
+}
+
+// forget ends step key, so that it starts again on the next remaining.
+func (c *stepClock) forget(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	delete(c.started, key)
-	return 0
 }

@@ -317,14 +317,15 @@ func (s *Sim) reconcileEvacuation(ctx context.Context, req reconcile.Request) (r
 	if err := s.c.Get(ctx, req.NamespacedName, node); err != nil || !hasDrainTaint(node) {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	var vmis kubevirtv1.VirtualMachineInstanceList
-	if err := s.c.List(ctx, &vmis, client.MatchingLabels{cluster.LabelVMINodeName: node.Name}); err != nil {
-		return reconcile.Result{}, err
-	}
-	// Read migrations from the API server: one created a moment ago may not
-	// be in the cache yet, and an instance must not get two.
+	// Read from the API server, migrations first: a migration created or
+	// finished a moment ago may not be in the cache yet, and an instance must
+	// not get two. A migration seen finished moved its instance before.
 	var migs kubevirtv1.VirtualMachineInstanceMigrationList
 	if err := s.reader.List(ctx, &migs); err != nil {
+		return reconcile.Result{}, err
+	}
+	var vmis kubevirtv1.VirtualMachineInstanceList
+	if err := s.reader.List(ctx, &vmis, client.MatchingLabels{cluster.LabelVMINodeName: node.Name}); err != nil {
 		return reconcile.Result{}, err
 	}
 	active := map[string]bool{}
@@ -387,7 +388,7 @@ func (s *Sim) reconcileMigration(ctx context.Context, req reconcile.Request) (re
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	vmi := &kubevirtv1.VirtualMachineInstance{}
-	if err := s.c.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.VMIName}, vmi); err != nil {
+	if err := s.reader.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.VMIName}, vmi); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, err
 		}
@@ -398,7 +399,8 @@ func (s *Sim) reconcileMigration(ctx context.Context, req reconcile.Request) (re
 		m.Status.Phase = migrationPending
 		return reconcile.Result{}, s.c.Status().Update(ctx, m)
 	}
-	if wait := s.steps.remaining("migration/"+string(m.UID), s.cfg.Timing.Migration); wait > 0 {
+	step := "migration/" + string(m.UID)
+	if wait := s.steps.remaining(step, s.cfg.Timing.Migration); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	source := vmi.Status.NodeName
@@ -410,6 +412,7 @@ func (s *Sim) reconcileMigration(ctx context.Context, req reconcile.Request) (re
 	if err := s.placeVMI(ctx, vmi, target); err != nil {
 		return reconcile.Result{}, err
 	}
+	s.steps.forget(step)
 	s.log.V(1).Info("live-migrated", "vmi", client.ObjectKeyFromObject(vmi), "from", source, "to", target)
 	m.Status.Phase = migrationSucceeded
 	return reconcile.Result{}, s.c.Status().Update(ctx, m)

@@ -25,7 +25,7 @@ import (
 // unreachable), then the node comes back Ready with the new OS image and
 // kubelet version.
 
-const taintUnreachable = "node.kubernetes.io/unreachable"
+const taintUnreachable = corev1.TaintNodeUnreachable
 
 func (s *Sim) setupNodeAgent(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("sim-node-agent").
@@ -130,7 +130,9 @@ func (s *Sim) setNodeUp(ctx context.Context, node, osImage, kubelet string) erro
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
 	if err := s.mutate(ctx, n, false, func() bool {
 		before := len(n.Spec.Taints)
-		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == taintUnreachable })
+		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+			return t.Key == taintUnreachable || t.Key == corev1.TaintNodeNotReady
+		})
 		return len(n.Spec.Taints) != before
 	}); err != nil {
 		return err

@@ -209,9 +209,11 @@ func (s *Sim) rolloutStep(ctx context.Context, cl *provisioningv1.Cluster, m *ro
 	case ann[cluster.AnnotationRancherUncordon] != "":
 		return s.undrain(ctx, m, drain)
 	case drain == "":
-		if wait := s.steps.remaining("drain-options/"+m.machine.Name, s.cfg.Timing.DrainStep); wait > 0 {
+		step := "drain-options/" + m.machine.Name
+		if wait := s.steps.remaining(step, s.cfg.Timing.DrainStep); wait > 0 {
 			return "preparing to drain", wait, nil
 		}
+		s.steps.forget(step)
 		return "draining node", 0, s.annotate(ctx, m.secret, map[string]string{cluster.AnnotationRancherDrainOptions: value})
 	case ann[cluster.AnnotationRancherDrainDone] != drain:
 		return s.drain(ctx, m, drain)
@@ -248,12 +250,14 @@ func (s *Sim) drain(ctx context.Context, m *rolloutMachine, value string) (strin
 			}
 			return "draining node", time.Second, s.annotate(ctx, m.secret, map[string]string{cluster.AnnotationRancherDrainError: msg})
 		}
-		if wait := s.steps.remaining("drain/"+m.machine.Name, s.cfg.Timing.DrainStep); wait > 0 {
+		step := "drain/" + m.machine.Name
+		if wait := s.steps.remaining(step, s.cfg.Timing.DrainStep); wait > 0 {
 			return "draining node", wait, nil
 		}
 		if err := s.evictPods(ctx, m.node); err != nil {
 			return "", 0, err
 		}
+		s.steps.forget(step)
 	}
 	return "draining node", 0, s.annotate(ctx, m.secret, map[string]string{
 		cluster.AnnotationRancherDrainDone: value, cluster.AnnotationRancherDrainError: "",
@@ -275,12 +279,14 @@ func (s *Sim) undrain(ctx context.Context, m *rolloutMachine, value string) (str
 			return "waiting for post-drain hooks", 0, nil
 		}
 	}
-	if wait := s.steps.remaining("uncordon/"+m.machine.Name, s.cfg.Timing.DrainStep); wait > 0 {
+	step := "uncordon/" + m.machine.Name
+	if wait := s.steps.remaining(step, s.cfg.Timing.DrainStep); wait > 0 {
 		return "uncordoning node", wait, nil
 	}
 	if err := s.cordon(ctx, m.node, false); err != nil {
 		return "", 0, err
 	}
+	s.steps.forget(step)
 	clear := map[string]string{
 		cluster.AnnotationRancherPreDrain: "", cluster.AnnotationRancherPostDrain: "", cluster.AnnotationRancherDrainOptions: "",
 		cluster.AnnotationRancherDrainDone: "", cluster.AnnotationRancherUncordon: "", cluster.AnnotationRancherDrainError: "",
@@ -296,7 +302,8 @@ func (s *Sim) undrain(ctx context.Context, m *rolloutMachine, value string) (str
 // applyPlan is the node running the new plan: its kubelet reports the new
 // version.
 func (s *Sim) applyPlan(ctx context.Context, m *rolloutMachine, desired nodePlan) (string, time.Duration, error) {
-	if wait := s.steps.remaining("apply/"+m.machine.Name, s.cfg.Timing.DrainStep); wait > 0 {
+	step := "apply/" + m.machine.Name
+	if wait := s.steps.remaining(step, s.cfg.Timing.DrainStep); wait > 0 {
 		return "upgrading Kubernetes", wait, nil
 	}
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: m.node}}
@@ -313,7 +320,11 @@ func (s *Sim) applyPlan(ctx context.Context, m *rolloutMachine, desired nodePlan
 	sec := m.secret.DeepCopy()
 	sec.Data[machinePlanKey] = desired.encode()
 	sec.Data[appliedPlanKey] = desired.encode()
-	return "upgrading Kubernetes", 0, s.c.Update(ctx, sec)
+	if err := s.c.Update(ctx, sec); err != nil {
+		return "", 0, err
+	}
+	s.steps.forget(step)
+	return "upgrading Kubernetes", 0, nil
 }
 
 // annotate sets (or, for "", removes) annotations of a plan Secret.

@@ -309,12 +309,12 @@ func (s *Sim) deletePlanJobs(ctx context.Context, plan types.NamespacedName, mat
 // sucJob is the Job SUC runs for the plan on the node.
 func (s *Sim) sucJob(plan *upgradev1.Plan, node *corev1.Node) *batchv1.Job {
 	jobLabels := map[string]string{
-		labelSUCController:                     sucControllerName,
-		labelSUCExclusive:                      fmt.Sprint(plan.Spec.Exclusive),
-		cluster.LabelSUCNode:                   node.Name,
-		cluster.LabelSUCPlan:                   plan.Name,
-		labelSUCVersion:                        plan.Status.LatestVersion,
-		labelSUCPlanHashPrefix + plan.Name:     plan.Status.LatestHash,
+		labelSUCController:                 sucControllerName,
+		labelSUCExclusive:                  fmt.Sprint(plan.Spec.Exclusive),
+		cluster.LabelSUCNode:               node.Name,
+		cluster.LabelSUCPlan:               plan.Name,
+		labelSUCVersion:                    plan.Status.LatestVersion,
+		labelSUCPlanHashPrefix + plan.Name: plan.Status.LatestHash,
 	}
 	for k, v := range plan.Labels {
 		if !strings.Contains(k, "cattle.io/") {
