@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,14 +187,15 @@ func TestNodeUpgradeJobs(t *testing.T) {
 
 	// post-drain: the taint goes, the Job completes, then the node reboots
 	// into the new OS and its volumes degrade and heal.
-	var sawDown, sawDegraded bool
+	var sawDown bool
+	var sawDegraded atomic.Bool
 	inf, err := s.Informers().GetInformer(ctx, &longhornv1beta2.Volume{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := inf.AddEventHandler(handlerFuncs(func(o any) {
 		if v, ok := o.(*longhornv1beta2.Volume); ok && v.Status.Robustness == robustnessDegraded {
-			sawDegraded = true
+			sawDegraded.Store(true)
 		}
 	})); err != nil {
 		t.Fatal(err)
@@ -204,13 +206,13 @@ func TestNodeUpgradeJobs(t *testing.T) {
 		if !nodeReady(n) {
 			sawDown = true
 		}
-		return nodeReady(n) && n.Status.NodeInfo.OSImage == "Harvester v1.8.0", n.Status.NodeInfo.OSImage
+		return nodeReady(n) && n.Status.NodeInfo.OSImage == "Harvester v1.8.0" && n.Annotations[annotationReboot] == "", n.Status.NodeInfo.OSImage
 	})
 	if !sawDown {
 		t.Error("node-1 never went NotReady while rebooting")
 	}
 	waitJob(t, post, batchv1.JobComplete)
-	if hasDrainTaint(n) || n.Status.NodeInfo.KubeletVersion != "v1.35.2+rke2r1" || n.Annotations[annotationReboot] != "" {
+	if hasDrainTaint(n) || n.Status.NodeInfo.KubeletVersion != "v1.35.2+rke2r1" {
 		t.Errorf("rebooted node: taints %v kubelet %q annotations %v", n.Spec.Taints, n.Status.NodeInfo.KubeletVersion, n.Annotations)
 	}
 	eventually(t, 10*time.Second, "the volumes to heal", func() (bool, string) {
@@ -225,7 +227,7 @@ func TestNodeUpgradeJobs(t *testing.T) {
 		}
 		return true, ""
 	})
-	if !sawDegraded {
+	if !sawDegraded.Load() {
 		t.Error("no volume degraded while node-1 rebooted")
 	}
 

@@ -161,7 +161,7 @@ func TestSUCReportsAFailedJob(t *testing.T) {
 	eventually(t, 20*time.Second, "the plan to report the failure", func() (bool, string) {
 		get(t, client.ObjectKeyFromObject(plan), got)
 		c := common.FindCondition(got.Status.Conditions, sucCondComplete)
-		return c != nil && c.Reason == "JobFailed", ""
+		return c != nil && c.Reason == "JobFailed" && len(got.Status.Applying) == 1, strings.Join(got.Status.Applying, ",")
 	})
 	c := common.FindCondition(got.Status.Conditions, sucCondComplete)
 	if c.Status != "False" || !strings.Contains(c.Message, "failed on Node node-2: BackoffLimitExceeded: Job has reached the specified backoff limit") {

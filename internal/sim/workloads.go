@@ -118,14 +118,14 @@ func (s *Sim) reconcileEndpoints(ctx context.Context, req reconcile.Request) (re
 	if err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, err
 	}
-	slices, lerr := s.serviceSlices(ctx, req.NamespacedName)
+	existing, lerr := s.serviceSlices(ctx, req.NamespacedName)
 	if lerr != nil {
 		return reconcile.Result{}, lerr
 	}
 	if apierrors.IsNotFound(err) || svc.DeletionTimestamp != nil {
 		// The garbage collector would delete the Service's slices.
-		for i := range slices {
-			if err := s.c.Delete(ctx, &slices[i]); client.IgnoreNotFound(err) != nil {
+		for i := range existing {
+			if err := s.c.Delete(ctx, &existing[i]); client.IgnoreNotFound(err) != nil {
 				return reconcile.Result{}, err
 			}
 		}
@@ -146,10 +146,10 @@ func (s *Sim) reconcileEndpoints(ctx context.Context, req reconcile.Request) (re
 		}
 	}
 	want := endpointSlice(svc, ready)
-	if len(slices) == 0 {
-		return reconcile.Result{}, s.c.Create(ctx, want)
+	if len(existing) == 0 {
+		return reconcile.Result{}, client.IgnoreAlreadyExists(s.c.Create(ctx, want))
 	}
-	have := &slices[0]
+	have := &existing[0]
 	if reflect.DeepEqual(have.Endpoints, want.Endpoints) && reflect.DeepEqual(have.Ports, want.Ports) {
 		return reconcile.Result{}, nil
 	}
@@ -170,7 +170,9 @@ func (s *Sim) serviceSlices(ctx context.Context, svc types.NamespacedName) ([]di
 func endpointSlice(svc *corev1.Service, n int) *discoveryv1.EndpointSlice {
 	es := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: svc.Namespace, GenerateName: svc.Name + "-",
+			// Named after the Service's UID rather than generated, so that a
+			// stale cache cannot make a second slice.
+			Namespace: svc.Namespace, Name: fmt.Sprintf("%s-%s", svc.Name, string(svc.UID)[:5]),
 			Labels: map[string]string{discoveryv1.LabelServiceName: svc.Name, labelEndpointSliceManagedBy: endpointSliceController},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
@@ -200,11 +202,11 @@ func (s *Sim) serviceReady(ctx context.Context, svc types.NamespacedName) bool {
 	if err := s.c.Get(ctx, svc, &corev1.Service{}); err != nil {
 		return false
 	}
-	slices, err := s.serviceSlices(ctx, svc)
+	existing, err := s.serviceSlices(ctx, svc)
 	if err != nil {
 		return false
 	}
-	for _, es := range slices {
+	for _, es := range existing {
 		for _, ep := range es.Endpoints {
 			if ptr.Deref(ep.Conditions.Ready, false) {
 				return true
