@@ -28,6 +28,10 @@ LDFLAGS := -s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).GitCommi
 TEST_PKGS ?= ./...
 TEST_ARGS ?=
 
+# Packages with benchmarks; BENCH_ARGS passes extra flags (e.g. -bench LargeFile, -count 3).
+BENCH_PKGS ?= ./internal/repo
+BENCH_ARGS ?=
+
 ##@ General
 
 .PHONY: help
@@ -41,8 +45,9 @@ generate: $(CONTROLLER_GEN) ## Generate the DeepCopy code of the API and the for
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..." paths="./internal/cluster/apis/..."
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate the UpgradePlan CRD and the foreign-kind CRD fixtures for tests.
+manifests: $(CONTROLLER_GEN) ## Generate the UpgradePlan CRD, the webhook configuration and the foreign-kind CRD fixtures for tests.
 	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) webhook paths="./internal/webhook/..." output:webhook:artifacts:config=config/webhook
 	$(CONTROLLER_GEN) crd paths="./internal/cluster/apis/..." output:crd:artifacts:config=test/crds
 
 .PHONY: verify
@@ -70,6 +75,10 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 .PHONY: test
 test: envtest vet ## Run the unit, integration (envtest) and end-to-end tests.
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test $(TEST_PKGS) -count=1 -timeout 30m $(TEST_ARGS)
+
+.PHONY: bench
+bench: ## Run the benchmarks (see docs/benchmarks.md; the repo's compare with nginx from hack/install-deps.sh).
+	go test $(BENCH_PKGS) -run '^$$' -bench . -benchmem -timeout 30m $(BENCH_ARGS)
 
 .PHONY: envtest
 envtest: ## Provide etcd and kube-apiserver for envtest under bin/envtest (download, else build from source).

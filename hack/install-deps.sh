@@ -3,7 +3,10 @@
 set -euo pipefail
 
 # command -> Debian package
-declare -A wanted=()
+declare -A wanted=(
+  [xorriso]=xorriso # builds the release ISOs the repo tests serve
+  [nginx]=nginx     # the repo benchmark's reference server
+)
 
 missing=()
 for cmd in "${!wanted[@]}"; do

@@ -36,6 +36,7 @@ const (
 	EventUpgradeSucceeded          = "UpgradeSucceeded"
 	EventUpgradeFailed             = "UpgradeFailed"
 	EventConcurrentUpgradeBlocked  = "ConcurrentUpgradeBlocked"
+	EventImagePreloadSkipped       = "ImagePreloadSkipped"
 	EventImageCleanupSkipped       = "ImageCleanupSkipped"
 	EventNodeRebootVerified        = "NodeRebootVerified"
 	EventRestoreVMConfigMapCreated = "RestoreVMConfigMapCreated"

@@ -184,8 +184,8 @@ func TestStatusRoundTrip(t *testing.T) {
 		SavedSettings: &v1beta1.SavedSettings{
 			LonghornReplicaReplenishmentWaitInterval: ptr.To("600"),
 			DeschedulerEnabled:                       ptr.To(true),
-			KubeVirtWorkloadUpdateMethods:            []string{"LiveMigrate"},
-			RancherUpgradeStrategy:                   &runtime.RawExtension{Raw: []byte(`{"controlPlaneConcurrency":"10%"}`)},
+			KubeVirt:                                 &v1beta1.SavedKubeVirt{WorkloadUpdateMethods: &[]string{}, ComparePatchAdded: true},
+			Rancher:                                  &v1beta1.SavedRancher{UpgradeStrategy: &runtime.RawExtension{Raw: []byte(`{"controlPlaneConcurrency":"10%"}`)}},
 		},
 	}
 	meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{

@@ -235,7 +235,8 @@ type VersionSnapshot struct {
 }
 
 // SavedSettings are the original values of settings the upgrade changes for
-// its duration. A nil field means "not changed by this plan".
+// its duration, recorded before the change. A nil field means "not changed by
+// this plan (yet)"; a field is cleared once its value has been restored.
 type SavedSettings struct {
 	// LonghornReplicaReplenishmentWaitInterval is the original value of the
 	// Longhorn setting replica-replenishment-wait-interval.
@@ -245,19 +246,40 @@ type SavedSettings struct {
 	// the plan disabled it.
 	// +optional
 	DeschedulerEnabled *bool `json:"deschedulerEnabled,omitempty"`
-	// KubeVirtWorkloadUpdateMethods is the original
-	// spec.workloadUpdateStrategy.workloadUpdateMethods of the KubeVirt
-	// object, emptied during the upgrade to avoid a migration storm.
+	// KubeVirt is the original workload update strategy of the KubeVirt
+	// object, emptied during the upgrade to avoid a cluster-wide migration
+	// storm when KubeVirt itself is upgraded.
+	// +optional
+	KubeVirt *SavedKubeVirt `json:"kubeVirt,omitempty"`
+	// Rancher is the original upgrade strategy of the provisioning Cluster
+	// fleet-local/local.
+	// +optional
+	Rancher *SavedRancher `json:"rancher,omitempty"`
+}
+
+// SavedKubeVirt records what the plan changed on KubeVirt.
+type SavedKubeVirt struct {
+	// WorkloadUpdateMethods is the original
+	// spec.workloadUpdateStrategy.workloadUpdateMethods; absent when the field
+	// was not set (KubeVirt's default applies), empty when it was empty.
 	// +optional
 	// +listType=atomic
-	KubeVirtWorkloadUpdateMethods []string `json:"kubeVirtWorkloadUpdateMethods,omitempty"`
-	// RancherUpgradeStrategy is the original spec.rkeConfig.upgradeStrategy
-	// of the provisioning Cluster fleet-local/local, as JSON.
+	WorkloadUpdateMethods *[]string `json:"workloadUpdateMethods,omitempty"`
+	// ComparePatchAdded is true when the plan added the comparePatch that
+	// keeps Fleet from reverting the change on the harvester ManagedChart.
+	// +optional
+	ComparePatchAdded bool `json:"comparePatchAdded,omitempty"`
+}
+
+// SavedRancher records what the plan changed on the provisioning Cluster.
+type SavedRancher struct {
+	// UpgradeStrategy is the original spec.rkeConfig.upgradeStrategy as JSON;
+	// empty when there was none.
 	// +optional
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:Type=object
-	RancherUpgradeStrategy *runtime.RawExtension `json:"rancherUpgradeStrategy,omitempty"`
+	UpgradeStrategy *runtime.RawExtension `json:"upgradeStrategy,omitempty"`
 }
 
 // UpgradePlan upgrades a whole Harvester cluster (Kubernetes, KubeVirt,

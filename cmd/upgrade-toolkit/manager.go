@@ -1,18 +1,27 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/manager"
+	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/version"
+	"github.com/harvester/upgrade-toolkit/internal/webhook"
 )
 
 func init() { subcommands = append(subcommands, newManagerCommand) }
 
 func newManagerCommand() *cobra.Command {
 	var opts manager.Options
+	phaseCfg := phase.DefaultConfig()
+	phaseCfg.Version = version.Version
+	opts.Phase = &phaseCfg
 	zapOpts := zap.Options{}
 	cmd := &cobra.Command{
 		Use:   "manager",
@@ -20,6 +29,8 @@ func newManagerCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+			// As in kubebuilder projects: `ENABLE_WEBHOOKS=false make run`.
+			opts.Webhook.Enabled = os.Getenv("ENABLE_WEBHOOKS") != "false"
 			ctrl.Log.Info("starting", "version", version.String())
 			cfg, err := ctrl.GetConfig()
 			if err != nil {
@@ -36,8 +47,33 @@ func newManagerCommand() *cobra.Command {
 	f.StringVar(&opts.MetricsAddr, "metrics-bind-address", "0", "address the metrics endpoint listens on; 0 disables it")
 	f.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "address the health probes listen on")
 	f.BoolVar(&opts.LeaderElect, "leader-elect", false, "elect a leader so that only one replica is active")
+	namespace := os.Getenv("POD_NAMESPACE")
+	if namespace == "" {
+		namespace = cluster.HarvesterNamespace
+	}
+	f.StringVar(&opts.Namespace, "namespace", namespace, "namespace the manager runs in ($POD_NAMESPACE when set); holds the webhook certificate Secret")
+	f.IntVar(&opts.Webhook.Port, "webhook-port", 9443, "port the admission webhook server listens on")
+	f.StringVar(&opts.Webhook.CertDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"),
+		"directory the manager writes the webhook's serving certificate to")
+	f.StringVar(&opts.Webhook.ServiceName, "webhook-service-name", webhook.DefaultServiceName, "Service in front of the webhook server")
+	f.StringVar(&opts.Webhook.ConfigurationName, "webhook-configuration-name", webhook.DefaultConfigurationName,
+		"ValidatingWebhookConfiguration whose caBundle the manager keeps current")
+	f.StringVar(&phaseCfg.JobServiceAccount, "job-service-account", envOr("UPGRADE_JOB_SERVICE_ACCOUNT", phaseCfg.JobServiceAccount),
+		"service account of the cluster and node Jobs ($UPGRADE_JOB_SERVICE_ACCOUNT)")
+	f.StringVar(&phaseCfg.PlanServiceAccount, "plan-service-account", envOr("UPGRADE_PLAN_SERVICE_ACCOUNT", phaseCfg.PlanServiceAccount),
+		"service account of the system-upgrade-controller Plans' Jobs ($UPGRADE_PLAN_SERVICE_ACCOUNT)")
+	f.StringVar(&phaseCfg.ToolkitRepository, "toolkit-image-repository", phaseCfg.ToolkitRepository,
+		"repository of the upgrade-toolkit image the workloads run (a plan's management.harvesterhci.io/upgrade-toolkit-image annotation overrides it)")
 	zapFlags := goFlagSet()
 	zapOpts.BindFlags(zapFlags)
 	f.AddGoFlagSet(zapFlags)
 	return cmd
+}
+
+// envOr returns the environment variable's value, or def when it is unset.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

@@ -91,4 +91,7 @@ const (
 	LabelVMINodeName = "kubevirt.io/nodeName"
 	// TaintKubeVirtDrain makes KubeVirt evacuate a node's VMs.
 	TaintKubeVirtDrain = "kubevirt.io/drain"
+	// KubeVirtDrainTaintValue is the value the pre-drain work gives the taint
+	// (kubevirt.io/drain=draining:NoSchedule), so cleanup removes only its own.
+	KubeVirtDrainTaintValue = "draining"
 )

@@ -5,12 +5,27 @@ package manager
 import (
 	"fmt"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/controller"
+	"github.com/harvester/upgrade-toolkit/internal/phase"
 )
 
 // LeaderElectionID is the lease that makes only one manager replica active.
@@ -24,26 +39,72 @@ type Options struct {
 	ProbeAddr string
 	// LeaderElect enables leader election.
 	LeaderElect bool
+	// Phase configures the phases; nil takes phase.DefaultConfig.
+	Phase *phase.Config
+	// Clock is the time source of every deadline; nil is the real clock.
+	Clock clock.PassiveClock
+	// WithoutReconcilers runs the webhook alone, without the reconcilers
+	// that drive plans: for tests of admission on plans in made-up states.
+	WithoutReconcilers bool
+	// Namespace is the namespace the manager runs in; it holds the
+	// webhook's certificate Secret.
+	Namespace string
+	// Webhook configures the admission webhook server.
+	Webhook WebhookOptions
 }
 
-// Setup registers one part of the toolkit (a controller, a webhook) with a
+// WebhookOptions configure the admission webhook server and its
+// certificates.
+type WebhookOptions struct {
+	// Enabled serves the webhooks; off for local runs (ENABLE_WEBHOOKS=false).
+	Enabled bool
+	// Host is the address the server binds, "" for every interface. A host
+	// name (not an IP) is also written into the serving certificate.
+	Host string
+	// Port is the port the server listens on.
+	Port int
+	// CertDir is where the manager writes the serving certificate and key.
+	CertDir string
+	// ServiceName is the Service in Namespace in front of the server; the
+	// serving certificate is issued for it.
+	ServiceName string
+	// ConfigurationName is the ValidatingWebhookConfiguration whose caBundle
+	// the manager keeps current.
+	ConfigurationName string
+}
+
+// Setup registers one more part of the toolkit (e.g. a webhook) with a
 // manager.
 type Setup func(mgr ctrl.Manager, opts Options) error
 
-// setups are the parts the manager runs, in registration order.
+// setups are the extra parts the manager runs, in registration order.
 var setups []Setup
 
 // Register adds a part to every manager built afterwards.
 func Register(s Setup) { setups = append(setups, s) }
 
-// New builds a manager with every registered part.
+// New builds a manager with every controller of the toolkit.
 func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
+	if opts.Phase == nil {
+		c := phase.DefaultConfig()
+		opts.Phase = &c
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 cluster.NewScheme(),
 		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress: opts.ProbeAddr,
 		LeaderElection:         opts.LeaderElect,
 		LeaderElectionID:       LeaderElectionID,
+		Cache:                  cacheOptions(),
+		// A process may build more than one manager (tests, the demo's
+		// restarts); the controllers' metrics are shared, not duplicated.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: opts.Webhook.Host, Port: opts.Webhook.Port, CertDir: opts.Webhook.CertDir,
+		}),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the controller manager: %w", err)
@@ -54,10 +115,38 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, err
 	}
+	if !opts.WithoutReconcilers {
+		if err := controller.Setup(mgr, opts.Phase, opts.Clock); err != nil {
+			return nil, err
+		}
+	}
 	for _, s := range setups {
 		if err := s(mgr, opts); err != nil {
 			return nil, err
 		}
 	}
 	return mgr, nil
+}
+
+// cacheOptions keep the manager's memory small on large clusters: the cache
+// holds only the Jobs and pods of upgrades, the Secrets of Rancher's machine
+// plans, and the ConfigMaps and EndpointSlices of the namespaces the
+// toolkit works in.
+func cacheOptions() cache.Options {
+	ours, err := labels.NewRequirement(v1beta1.LabelUpgradePlan, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant selector
+	}
+	byPlan := labels.NewSelector().Add(*ours)
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&batchv1.Job{}: {Label: byPlan},
+		&corev1.Pod{}:  {Label: byPlan},
+		&corev1.Secret{}: {Namespaces: map[string]cache.Config{cluster.FleetLocalNamespace: {
+			FieldSelector: fields.OneTermEqualSelector("type", cluster.MachinePlanSecretType),
+		}}},
+		&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{cluster.HarvesterNamespace: {}}},
+		&discoveryv1.EndpointSlice{}: {Namespaces: map[string]cache.Config{
+			cluster.HarvesterNamespace: {}, "default": {},
+		}},
+	}}
 }

@@ -90,6 +90,10 @@ func Start() (*Env, error) {
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
 	}
+	// The API server publishes the host's address in the default/kubernetes
+	// EndpointSlice (never a loopback one); listen there too, so that what
+	// reads the slice, like the certificate check, can reach it.
+	te.ControlPlane.GetAPIServer().Configure().Set("bind-address", "0.0.0.0")
 	cfg, err := te.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting envtest: %w", err)

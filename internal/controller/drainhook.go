@@ -1,0 +1,118 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/nodestate"
+)
+
+// DrainHookReconciler answers Rancher's drain hooks. Rancher asks, on a
+// machine's plan Secret, before it drains a node (rke.cattle.io/pre-drain)
+// and before it uncordons it (rke.cattle.io/post-drain); it goes on once the
+// toolkit copies the value into management.harvesterhci.io/pre-hook or
+// post-hook. The plan reconciler runs the node's Jobs and records its state;
+// this reconciler acknowledges once that state says the work is done.
+type DrainHookReconciler struct {
+	Client client.Client
+}
+
+// DrainHookControllerName names the drain-hook controller.
+const DrainHookControllerName = "drainhook"
+
+// Reconcile implements reconcile.Reconciler.
+func (r *DrainHookReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	sec := &corev1.Secret{}
+	if err := r.Client.Get(ctx, req.NamespacedName, sec); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if sec.Type != cluster.MachinePlanSecretType {
+		return ctrl.Result{}, nil
+	}
+	plan, err := r.nodeUpgradingPlan(ctx)
+	if err != nil || plan == nil {
+		return ctrl.Result{}, err
+	}
+	node, err := cluster.NodeOfMachine(ctx, r.Client, sec.Labels[cluster.LabelMachineName])
+	if err != nil || node == "" {
+		return ctrl.Result{}, err
+	}
+	pre, post := nodestate.Acknowledged(plan.Status.NodeUpgradeStatuses[node].State)
+	before := sec.DeepCopy()
+	changed := false
+	ack := func(ok bool, request, ackKey string) {
+		if v := sec.Annotations[request]; ok && v != "" && sec.Annotations[ackKey] != v {
+			sec.Annotations[ackKey] = v
+			changed = true
+		}
+	}
+	ack(pre, cluster.AnnotationRancherPreDrain, v1beta1.AnnotationPreHook)
+	ack(post, cluster.AnnotationRancherPostDrain, v1beta1.AnnotationPostHook)
+	if !changed {
+		return ctrl.Result{}, nil
+	}
+	// Optimistic locking: Rancher may have moved on and changed the request.
+	if err := r.Client.Patch(ctx, sec, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return requeueOnConflict(fmt.Errorf("acknowledging the drain hook of node %s on Secret %s/%s: %w", node, sec.Namespace, sec.Name, err))
+	}
+	return ctrl.Result{}, nil
+}
+
+// nodeUpgradingPlan returns the multi-node plan whose nodes are being
+// upgraded, if any.
+func (r *DrainHookReconciler) nodeUpgradingPlan(ctx context.Context) (*v1beta1.UpgradePlan, error) {
+	var plans v1beta1.UpgradePlanList
+	if err := r.Client.List(ctx, &plans); err != nil {
+		return nil, err
+	}
+	for i := range plans.Items {
+		p := &plans.Items[i]
+		if p.Status.CurrentPhase == v1beta1.PhaseNodeUpgrading && p.Status.SingleNode == nil {
+			return p, nil
+		}
+	}
+	return nil, nil
+}
+
+func isMachinePlan(obj client.Object) bool {
+	sec, ok := obj.(*corev1.Secret)
+	return ok && sec.Type == cluster.MachinePlanSecretType
+}
+
+// machinePlanSecrets maps any change that may allow an acknowledgement to
+// every machine-plan Secret.
+func (r *DrainHookReconciler) machinePlanSecrets(ctx context.Context, _ client.Object) []reconcile.Request {
+	var secrets corev1.SecretList
+	if err := r.Client.List(ctx, &secrets, client.InNamespace(cluster.FleetLocalNamespace)); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range secrets.Items {
+		if isMachinePlan(&secrets.Items[i]) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&secrets.Items[i])})
+		}
+	}
+	return reqs
+}
+
+// SetupDrainHook registers the drain-hook reconciler.
+func SetupDrainHook(mgr ctrl.Manager) error {
+	r := &DrainHookReconciler{Client: mgr.GetClient()}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(DrainHookControllerName).
+		For(&corev1.Secret{}, builder.WithPredicates(predicate.NewPredicateFuncs(isMachinePlan))).
+		Watches(&v1beta1.UpgradePlan{}, handler.EnqueueRequestsFromMapFunc(r.machinePlanSecrets)).
+		Watches(&capiv1beta1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.machinePlanSecrets)).
+		Complete(r)
+}

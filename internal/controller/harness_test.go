@@ -1,0 +1,391 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/go-logr/logr"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/apicount"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/manager"
+	"github.com/harvester/upgrade-toolkit/internal/phase"
+	"github.com/harvester/upgrade-toolkit/internal/release"
+	"github.com/harvester/upgrade-toolkit/internal/release/releasetest"
+	"github.com/harvester/upgrade-toolkit/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	if os.Getenv("TEST_LOG") != "" {
+		log.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		log.SetLogger(logr.Discard())
+	}
+	os.Exit(testenv.RunMain(m, &env))
+}
+
+// fakeKubelet answers the disk-space check per node; a missing node is
+// unreachable.
+type fakeKubelet struct {
+	mu    sync.Mutex
+	nodes map[string][2]uint64 // capacity, used
+}
+
+func (k *fakeKubelet) Get(_ context.Context, node, path string) ([]byte, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	d, ok := k.nodes[node]
+	if !ok {
+		return nil, errors.New("dial tcp: connection refused")
+	}
+	if path == "configz" {
+		return []byte(`{"kubeletconfig":{"imageGCHighThresholdPercent":85}}`), nil
+	}
+	return []byte(fmt.Sprintf(`{"node":{"fs":{"capacityBytes":%d,"usedBytes":%d}}}`, d[0], d[1])), nil
+}
+
+func (k *fakeKubelet) set(node string, capacity, used uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.nodes[node] = [2]uint64{capacity, used}
+}
+
+// harness runs the toolkit's manager against the test API server and plays
+// the foreign components by hand.
+type harness struct {
+	t       *testing.T
+	c       client.Client
+	clock   *clocktesting.FakeClock
+	cfg     *phase.Config
+	kubelet *fakeKubelet
+	counter *apicount.Counter
+	stop    context.CancelFunc
+	done    chan struct{}
+	// repo is the release the fake upgrade repo serves; files is what it
+	// serves now (tests may break it).
+	repo  *releasetest.Repo
+	files atomic.Pointer[fstest.MapFS]
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	cfg := phase.DefaultConfig()
+	cfg.Version = "v0.0.0-test"
+	h := &harness{
+		t: t, c: env.Client, cfg: &cfg,
+		clock:   clocktesting.NewFakeClock(time.Now()),
+		kubelet: &fakeKubelet{nodes: map[string][2]uint64{}},
+		counter: apicount.New(),
+	}
+	cfg.Kubelet = h.kubelet
+	// envtest's API server certificate is valid for 7 days only.
+	cfg.MinCertValidity = 24 * time.Hour
+	h.repo = releasetest.New()
+	files := h.repo.Files()
+	h.files.Store(&files)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		releasetest.Handler(*h.files.Load()).ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	cfg.RepoURL = func(string, string) string { return srv.URL + release.RepoRoot }
+	h.start()
+	t.Cleanup(h.cleanup)
+	return h
+}
+
+func (h *harness) start() {
+	mgr, err := manager.New(h.counter.Wrap(env.Config), manager.Options{
+		MetricsAddr: "0", ProbeAddr: "0", Phase: h.cfg, Clock: h.clock,
+	})
+	if err != nil {
+		h.t.Fatalf("building the manager: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.stop, h.done = cancel, make(chan struct{})
+	go func() {
+		defer close(h.done)
+		if err := mgr.Start(ctx); err != nil {
+			h.t.Errorf("manager: %v", err)
+		}
+	}()
+}
+
+// restart stops the manager and starts a new one, as a crash would.
+func (h *harness) restart() {
+	h.stop()
+	<-h.done
+	h.start()
+}
+
+// cleanup deletes every plan (the manager cleans up after each), then the
+// objects the tests created, so that the next test starts from scratch.
+func (h *harness) cleanup() {
+	ctx := context.Background()
+	var plans v1beta1.UpgradePlanList
+	_ = h.c.List(ctx, &plans)
+	for i := range plans.Items {
+		_ = h.c.Delete(ctx, &plans.Items[i])
+	}
+	h.eventually("every plan is gone", func() (bool, string) {
+		_ = h.c.List(ctx, &plans)
+		return len(plans.Items) == 0, fmt.Sprintf("%d plans left", len(plans.Items))
+	})
+	h.stop()
+	<-h.done
+	for _, del := range []struct {
+		obj  client.Object
+		opts []client.DeleteAllOfOption
+	}{
+		{&corev1.Node{}, nil},
+		{&harvesterv1beta1.Setting{}, nil},
+		{&harvesterv1beta1.Version{}, []client.DeleteAllOfOption{client.InNamespace(cluster.HarvesterNamespace)}},
+		{&harvesterv1beta1.VirtualMachineImage{}, []client.DeleteAllOfOption{client.InNamespace(cluster.HarvesterNamespace)}},
+		{&batchv1.Job{}, []client.DeleteAllOfOption{client.InNamespace(cluster.HarvesterNamespace)}},
+		{&batchv1.Job{}, []client.DeleteAllOfOption{client.InNamespace(cluster.CattleNamespace)}},
+		{&corev1.Secret{}, []client.DeleteAllOfOption{client.InNamespace(cluster.FleetLocalNamespace)}},
+	} {
+		if err := h.c.DeleteAllOf(ctx, del.obj, del.opts...); err != nil {
+			h.t.Errorf("deleting %T: %v", del.obj, err)
+		}
+	}
+	h.removeFinalizers()
+}
+
+// removeFinalizers releases objects a failed test may leave behind.
+func (h *harness) removeFinalizers() {
+	var plans v1beta1.UpgradePlanList
+	_ = h.c.List(context.Background(), &plans)
+	for i := range plans.Items {
+		p := &plans.Items[i]
+		if controllerutil.RemoveFinalizer(p, v1beta1.FinalizerCleanup) {
+			_ = h.c.Update(context.Background(), p)
+		}
+	}
+}
+
+func (h *harness) ctx() context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	h.t.Cleanup(cancel)
+	return c
+}
+
+// eventually polls until cond holds, failing the test with cond's last
+// description after 30 seconds.
+func (h *harness) eventually(what string, cond func() (bool, string)) {
+	h.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, desc := cond()
+		if ok {
+			return
+		}
+		last = desc
+		time.Sleep(50 * time.Millisecond)
+	}
+	h.t.Fatalf("timed out waiting for %s: %s", what, last)
+}
+
+// must fails the test on an error.
+func (h *harness) must(err error) {
+	h.t.Helper()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// node creates a managed, Ready node running the given OS.
+func (h *harness) node(name, osImage string, labels ...string) *corev1.Node {
+	h.t.Helper()
+	l := map[string]string{cluster.LabelManagedNode: "true", corev1.LabelHostname: name}
+	for i := 0; i+1 < len(labels); i += 2 {
+		l[labels[i]] = labels[i+1]
+	}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}}
+	h.must(h.c.Create(h.ctx(), n))
+	n.Status = corev1.NodeStatus{
+		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}},
+		NodeInfo:   corev1.NodeSystemInfo{OSImage: osImage, KubeletVersion: "v1.34.4+rke2r1"},
+	}
+	h.must(h.c.Status().Update(h.ctx(), n))
+	h.kubelet.set(name, 200<<30, 40<<30)
+	return n
+}
+
+// cluster creates n managed nodes, the server-version setting and a Version.
+func (h *harness) cluster(n int) []string {
+	var names []string
+	for i := range n {
+		names = append(names, fmt.Sprintf("node-%d", i+1))
+		h.node(names[i], "Harvester v1.7.1")
+	}
+	h.must(h.c.Create(h.ctx(), &harvesterv1beta1.Setting{ObjectMeta: metav1.ObjectMeta{Name: cluster.ServerVersionSetting}, Value: "v1.7.1"}))
+	h.must(h.c.Create(h.ctx(), &harvesterv1beta1.Version{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: "v1.8.0"},
+		Spec:       harvesterv1beta1.VersionSpec{ISOURL: "https://releases.example.com/harvester-v1.8.0-amd64.iso", ISOChecksum: "abc123"},
+	}))
+	return names
+}
+
+// plan creates a plan.
+func (h *harness) plan(spec v1beta1.UpgradePlanSpec, annotations ...string) *v1beta1.UpgradePlan {
+	h.t.Helper()
+	p := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "hvst-upgrade-"}, Spec: spec}
+	if len(annotations) > 0 {
+		p.Annotations = map[string]string{}
+		for i := 0; i+1 < len(annotations); i += 2 {
+			p.Annotations[annotations[i]] = annotations[i+1]
+		}
+	}
+	h.must(h.c.Create(h.ctx(), p))
+	return p
+}
+
+// get reads a plan.
+func (h *harness) get(name string) *v1beta1.UpgradePlan {
+	h.t.Helper()
+	p := &v1beta1.UpgradePlan{}
+	h.must(h.c.Get(h.ctx(), client.ObjectKey{Name: name}, p))
+	return p
+}
+
+// waitPhase waits for the plan to reach a phase and returns it.
+func (h *harness) waitPhase(name string, phase v1beta1.UpgradePlanPhase) *v1beta1.UpgradePlan {
+	h.t.Helper()
+	var p *v1beta1.UpgradePlan
+	h.eventually(fmt.Sprintf("plan %s in phase %s", name, phase), func() (bool, string) {
+		p = h.get(name)
+		return p.Status.CurrentPhase == phase, describe(p)
+	})
+	return p
+}
+
+// waitProgressing waits until the Progressing message contains want.
+func (h *harness) waitProgressing(name, want string) *v1beta1.UpgradePlan {
+	h.t.Helper()
+	var p *v1beta1.UpgradePlan
+	h.eventually(fmt.Sprintf("plan %s progressing with %q", name, want), func() (bool, string) {
+		p = h.get(name)
+		c := p.Condition(v1beta1.ConditionProgressing)
+		return c != nil && strings.Contains(c.Message, want), describe(p)
+	})
+	return p
+}
+
+func describe(p *v1beta1.UpgradePlan) string {
+	var conds []string
+	for _, c := range p.Status.Conditions {
+		conds = append(conds, fmt.Sprintf("%s=%s(%s: %s)", c.Type, c.Status, c.Reason, c.Message))
+	}
+	return fmt.Sprintf("phase %q, conditions %s, nodes %v", p.Status.CurrentPhase, strings.Join(conds, "; "), p.Status.NodeUpgradeStatuses)
+}
+
+// events returns "Reason: message" of the plan's events.
+func (h *harness) events(plan string) []string {
+	var list corev1.EventList
+	h.must(h.c.List(h.ctx(), &list))
+	var out []string
+	for _, e := range list.Items {
+		if e.InvolvedObject.Kind == "UpgradePlan" && e.InvolvedObject.Name == plan {
+			out = append(out, e.Reason+": "+e.Message)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// waitEvent waits for an event of the plan containing want.
+func (h *harness) waitEvent(plan, want string) {
+	h.t.Helper()
+	h.eventually("event "+want, func() (bool, string) {
+		ev := h.events(plan)
+		return slices.ContainsFunc(ev, func(e string) bool { return strings.Contains(e, want) }), strings.Join(ev, "\n")
+	})
+}
+
+// waitObject waits until an object exists and returns it.
+func (h *harness) waitObject(key client.ObjectKey, obj client.Object) {
+	h.t.Helper()
+	h.eventually(fmt.Sprintf("%T %s", obj, key), func() (bool, string) {
+		err := h.c.Get(h.ctx(), key, obj)
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+// setImported reports a VirtualMachineImage as imported, as CDI would.
+func (h *harness) setImported(name string, status, retryLimit, msg string) {
+	h.t.Helper()
+	img := &harvesterv1beta1.VirtualMachineImage{}
+	h.waitObject(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: name}, img)
+	img.Status.Progress = 100
+	img.Status.Conditions = []common.Condition{{Type: "Imported", Status: status, Message: msg}}
+	if retryLimit != "" {
+		img.Status.Conditions = append(img.Status.Conditions, common.Condition{Type: "RetryLimitExceeded", Status: retryLimit, Message: msg})
+	}
+	h.must(h.c.Status().Update(h.ctx(), img))
+}
+
+// finishJob completes or fails a Job, as the Job controller would.
+func (h *harness) finishJob(namespace, name string, succeed bool) *batchv1.Job {
+	h.t.Helper()
+	j := &batchv1.Job{}
+	h.waitObject(client.ObjectKey{Namespace: namespace, Name: name}, j)
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	if succeed {
+		cluster.MarkJobSucceeded(j, now)
+	} else {
+		cluster.MarkJobFailed(j, "BackoffLimitExceeded", "Job has reached the specified backoff limit", now)
+	}
+	h.must(h.c.Status().Update(h.ctx(), j))
+	return j
+}
+
+// writesDuring counts the manager's writes while f runs.
+func (h *harness) writesDuring(f func()) map[apicount.Key]int {
+	h.counter.Reset()
+	f()
+	return h.counter.Writes()
+}
+
+// absent reports whether an object does not exist.
+func (h *harness) absent(key client.ObjectKey, obj client.Object) bool {
+	return apierrors.IsNotFound(h.c.Get(h.ctx(), key, obj))
+}
+
+// touch changes an annotation of the plan so that the manager reconciles it
+// now (after a fake clock step, a deadline's real-time requeue is too late).
+func (h *harness) touch(name string) {
+	h.t.Helper()
+	p := h.get(name)
+	before := p.DeepCopy()
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations["test/touched"] = time.Now().String()
+	h.must(h.c.Patch(h.ctx(), p, client.MergeFrom(before)))
+}

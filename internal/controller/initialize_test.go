@@ -1,0 +1,175 @@
+package controller_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/names"
+)
+
+func TestInitializeThenDownloadTheISO(t *testing.T) {
+	h := newHarness(t)
+	h.cluster(3)
+	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+
+	p = h.waitPhase(p.Name, v1beta1.PhaseISODownloading)
+	if !slices.Contains(p.Finalizers, v1beta1.FinalizerCleanup) {
+		t.Errorf("no finalizer: %v", p.Finalizers)
+	}
+	st := p.Status
+	if st.Version == nil || st.Version.ISOURL != "https://releases.example.com/harvester-v1.8.0-amd64.iso" || st.Version.ISOChecksum != "abc123" {
+		t.Errorf("version snapshot %+v", st.Version)
+	}
+	if ptr.Deref(st.PreviousVersion, "") != "v1.7.1" || st.SingleNode != nil {
+		t.Errorf("previous version %v, single node %v", st.PreviousVersion, st.SingleNode)
+	}
+	var phases []v1beta1.UpgradePlanPhase
+	for _, e := range st.PhaseTransitionTimestamps {
+		phases = append(phases, e.Phase)
+	}
+	if want := []v1beta1.UpgradePlanPhase{v1beta1.PhaseInitializing, v1beta1.PhaseInitialized, v1beta1.PhaseISODownloading}; !slices.Equal(phases, want) {
+		t.Errorf("history %v, want %v", phases, want)
+	}
+	if c := p.Condition(v1beta1.ConditionAvailable); c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1beta1.ReasonExecutable {
+		t.Errorf("Available %+v", c)
+	}
+	if c := p.Condition(v1beta1.ConditionProgressing); c == nil || c.Status != metav1.ConditionTrue || c.Reason != string(v1beta1.PhaseISODownloading) {
+		t.Errorf("Progressing %+v", c)
+	}
+
+	img := &harvesterv1beta1.VirtualMachineImage{}
+	h.waitObject(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.ISOImage(p.Name)}, img)
+	if img.Spec.URL != st.Version.ISOURL || img.Spec.Checksum != "abc123" || img.Spec.Backend != "cdi" ||
+		img.Spec.TargetStorageClassName != "longhorn-static" || img.Spec.SourceType != "download" || img.Spec.Retry != 3 {
+		t.Errorf("image spec %+v", img.Spec)
+	}
+	if img.Annotations[cluster.AnnotationOSUpgradeImage] != "True" || img.Labels[v1beta1.LabelUpgradePlan] != p.Name ||
+		img.Labels[v1beta1.LabelUpgradeComponent] != v1beta1.ComponentISO || len(img.OwnerReferences) != 1 {
+		t.Errorf("image metadata %+v", img.ObjectMeta)
+	}
+	p = h.waitProgressing(p.Name, "importing the release ISO")
+	if ptr.Deref(p.Status.ISOImageID, "") != img.Name {
+		t.Errorf("isoImageID %v", p.Status.ISOImageID)
+	}
+
+	h.setImported(img.Name, "True", "", "")
+	h.waitPhase(p.Name, v1beta1.PhaseRepoCreating)
+	h.waitEvent(p.Name, "PhaseCompleted: Completed phase ISODownload")
+	h.waitEvent(p.Name, "PhaseTransition: Entering phase RepoCreate")
+	h.waitEvent(p.Name, "PhaseTransition: Entering phase ISODownload")
+}
+
+func TestInitializeSingleNode(t *testing.T) {
+	h := newHarness(t)
+	h.cluster(1)
+	h.node("not-managed", "Harvester v1.7.1", cluster.LabelManagedNode, "false")
+	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+	p = h.waitPhase(p.Name, v1beta1.PhaseISODownloading)
+	if ptr.Deref(p.Status.SingleNode, "") != "node-1" {
+		t.Errorf("single node %v", p.Status.SingleNode)
+	}
+}
+
+func TestInitializeFailures(t *testing.T) {
+	tests := []struct {
+		name        string
+		setup       func(h *harness)
+		spec        v1beta1.UpgradePlanSpec
+		annotations []string
+		// advance moves the clock past the phase's deadline.
+		advance time.Duration
+		want    string
+	}{
+		{name: "missing Version", spec: v1beta1.UpgradePlanSpec{Version: ptr.To("v9.9.9")}, advance: 6 * time.Minute,
+			want: "Version harvester-system/v9.9.9 does not exist"},
+		{name: "disk too full", setup: func(h *harness) { h.kubelet.set("node-2", 100<<30, 80<<30) },
+			want: `node "node-2" will reach 93.00% of its nodefs`},
+		{name: "kubelet unreachable", setup: func(h *harness) { delete(h.kubelet.nodes, "node-3") }, advance: 4 * time.Minute,
+			want: `could not read every kubelet: reading the kubelet's /stats/summary of node "node-3"`},
+		{name: "bad skip annotation", annotations: []string{v1beta1.AnnotationSkipGCThresholdCheck, "yes please"},
+			want: `has the value "yes please": use "true" or "false"`},
+		{name: "certificates expire too soon", annotations: []string{v1beta1.AnnotationMinCertsExpirationInDay, "30"},
+			want: "less than the required 30 days: rotate the RKE2 certificates"},
+		{name: "bad certificate annotation", annotations: []string{v1beta1.AnnotationMinCertsExpirationInDay, "-3"},
+			want: "use a whole number of days greater than 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.cluster(3)
+			if tt.setup != nil {
+				tt.setup(h)
+			}
+			if tt.spec.Version == nil {
+				tt.spec.Version = ptr.To("v1.8.0")
+			}
+			p := h.plan(tt.spec, tt.annotations...)
+			if tt.advance > 0 {
+				h.waitProgressing(p.Name, "giving up in")
+				h.clock.Step(tt.advance)
+				// Nudge the plan: the deadline's requeue uses real time.
+				h.touch(p.Name)
+			}
+			p = h.waitPhase(p.Name, v1beta1.PhaseFailed)
+			c := p.Condition(v1beta1.ConditionProgressing)
+			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1beta1.ReasonFailed || !strings.Contains(c.Message, tt.want) {
+				t.Errorf("Progressing %+v, want a failure with %q", c, tt.want)
+			}
+			if c := p.Condition(v1beta1.ConditionAvailable); c == nil || c.Reason != v1beta1.ReasonExecuted {
+				t.Errorf("Available %+v", c)
+			}
+			h.waitEvent(p.Name, "UpgradeFailed: Upgrade failed: ")
+		})
+	}
+}
+
+func TestSkipDiskCheck(t *testing.T) {
+	h := newHarness(t)
+	h.cluster(2)
+	h.kubelet.set("node-2", 100<<30, 99<<30)
+	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")}, v1beta1.AnnotationSkipGCThresholdCheck, "true")
+	h.waitPhase(p.Name, v1beta1.PhaseISODownloading)
+}
+
+func TestUserImage(t *testing.T) {
+	h := newHarness(t)
+	h.cluster(2)
+	// The user's image, which the plan does not own.
+	user := cluster.NewISOImage(cluster.HarvesterNamespace, "harvester-master-amd64", "harvester-master-amd64.iso", "https://x/h.iso", "")
+	h.must(h.c.Create(h.ctx(), user))
+	p := h.plan(v1beta1.UpgradePlanSpec{Image: ptr.To(user.Name)})
+	p = h.waitProgressing(p.Name, "importing the release ISO into VirtualMachineImage harvester-system/harvester-master-amd64")
+	if p.Status.Version != nil || ptr.Deref(p.Status.ISOImageID, "") != user.Name {
+		t.Errorf("version %v, isoImageID %v", p.Status.Version, p.Status.ISOImageID)
+	}
+	if !h.absent(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.ISOImage(p.Name)}, &harvesterv1beta1.VirtualMachineImage{}) {
+		t.Error("a plan with spec.image downloaded the ISO anyway")
+	}
+	// Progress on an image the plan does not own still wakes it up.
+	h.setImported(user.Name, "True", "", "")
+	h.waitPhase(p.Name, v1beta1.PhaseRepoCreating)
+}
+
+func TestISOImportFailure(t *testing.T) {
+	h := newHarness(t)
+	h.cluster(2)
+	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+	h.waitPhase(p.Name, v1beta1.PhaseISODownloading)
+	// A failed attempt that Harvester retries is not fatal.
+	h.setImported(names.ISOImage(p.Name), "False", "False", "connection reset by peer")
+	h.waitProgressing(p.Name, "retrying after a failed attempt: connection reset by peer")
+	h.setImported(names.ISOImage(p.Name), "False", "True", "checksum mismatch after 3 retries")
+	p = h.waitPhase(p.Name, v1beta1.PhaseFailed)
+	if c := p.Condition(v1beta1.ConditionProgressing); !strings.Contains(c.Message, "could not be imported") || !strings.Contains(c.Message, "checksum mismatch after 3 retries") {
+		t.Errorf("failure message %q", c.Message)
+	}
+}

@@ -1,0 +1,190 @@
+package controller_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/names"
+)
+
+func (h *harness) setPauseNodes(plan string, nodes ...string) {
+	h.t.Helper()
+	p := h.get(plan)
+	before := p.DeepCopy()
+	p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{PauseNodes: nodes}
+	h.must(h.c.Patch(h.ctx(), p, client.MergeFrom(before)))
+}
+
+func TestPauseNodes(t *testing.T) {
+	h := newHarness(t)
+	nodes := h.harvester(3)
+	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"),
+		NodeUpgradeOption: &v1beta1.NodeUpgradeOption{PauseNodes: []string{"node-2", "node-3"}}})
+	p = h.driveToNodeUpgrading(p.Name, nodes)
+	p = h.waitNodeState(p.Name, "node-2", v1beta1.NodeStateUpgradePaused)
+	if st := p.Status.NodeUpgradeStatuses["node-2"]; st.Reason != v1beta1.ReasonAdministrativelyPaused {
+		t.Errorf("paused node status %+v", st)
+	}
+	h.upgradeNode(p.Name, "node-1")
+	h.waitProgressing(p.Name, "node upgrade paused: node-2, node-3")
+
+	// Rancher reaches a paused node: nothing runs for it.
+	pre := h.rancherAsks("node-2", cluster.AnnotationRancherPreDrain)
+	h.waitProgressing(p.Name, "1 of 3 nodes upgraded")
+	time.Sleep(300 * time.Millisecond)
+	if !h.absent(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.NodeJob(p.Name, v1beta1.JobTypePreDrain, "node-2")}, &batchv1.Job{}) {
+		t.Fatal("a paused node's pre-drain Job was started")
+	}
+	// Removing it from the list resumes it.
+	h.setPauseNodes(p.Name, "node-3")
+	h.waitNodeState(p.Name, "node-2", v1beta1.NodeStatePreDraining)
+	h.finishJob(cluster.HarvesterNamespace, names.NodeJob(p.Name, v1beta1.JobTypePreDrain, "node-2"), true)
+	h.waitAck("node-2", v1beta1.AnnotationPreHook, pre)
+	h.waitProgressing(p.Name, "node upgrade paused: node-3")
+}
+
+func TestPauseSingleNode(t *testing.T) {
+	h := newHarness(t)
+	nodes := h.harvester(1)
+	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), NodeUpgradeOption: &v1beta1.NodeUpgradeOption{PauseNodes: nodes}})
+	p = h.driveToNodeUpgrading(p.Name, nodes)
+	h.waitNodeState(p.Name, "node-1", v1beta1.NodeStateUpgradePaused)
+	h.waitProgressing(p.Name, "node upgrade paused: node-1")
+	if !h.absent(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.NodeJob(p.Name, v1beta1.JobTypeSingleNodeUpgrade, "node-1")}, &batchv1.Job{}) {
+		t.Fatal("a paused single node was upgraded")
+	}
+	h.setPauseNodes(p.Name)
+	h.nodeJob(p.Name, v1beta1.JobTypeSingleNodeUpgrade, "node-1")
+	h.waitNodeState(p.Name, "node-1", v1beta1.NodeStateSingleNodeUpgrading)
+}
+
+func TestRestoreVM(t *testing.T) {
+	h := newHarness(t)
+	nodes := h.harvester(2)
+	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), RestoreVM: ptr.To(true)})
+	p = h.driveToNodeUpgrading(p.Name, nodes)
+	// The pre-drain work records the VMs it shuts down.
+	h.must(h.c.Create(h.ctx(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: names.RestoreVMConfigMap(p.Name),
+			Labels: map[string]string{v1beta1.LabelUpgradePlan: p.Name}},
+		Data: map[string]string{"node-1": "default/vm-a,default/vm-b", "node-2": "default/vm-c"},
+	}))
+	h.upgradeNode(p.Name, "node-1")
+	j := h.nodeJob(p.Name, v1beta1.JobTypeRestoreVM, "node-1")
+	if got := strings.Join(j.Spec.Template.Spec.Containers[0].Command, " "); got != "upgrade-toolkit restore-vm --node node-1 --upgrade "+p.Name {
+		t.Errorf("restore-vm command %q", got)
+	}
+	h.waitEventually(p.Name, "node-1", "restoring the VMs shut down for the upgrade")
+	// A failed restore is reported and does not hold up the next node.
+	h.finishJob(cluster.HarvesterNamespace, j.Name, false)
+	h.waitEvent(p.Name, "RestoreVMFailed: Restoring VMs on node node-1 failed")
+	h.waitEventually(p.Name, "node-1", "restoring the VMs failed")
+	h.upgradeNode(p.Name, "node-2")
+	h.waitProgressing(p.Name, "restoring VMs on node-2")
+	h.finishJob(cluster.HarvesterNamespace, names.NodeJob(p.Name, v1beta1.JobTypeRestoreVM, "node-2"), true)
+	h.waitEventually(p.Name, "node-2", "restored the VMs")
+	h.waitPhase(p.Name, v1beta1.PhaseCleaningUp)
+}
+
+// waitEventually waits for a node's message to contain want.
+func (h *harness) waitEventually(plan, node, want string) {
+	h.t.Helper()
+	h.eventually("node "+node+" message "+want, func() (bool, string) {
+		p := h.get(plan)
+		return strings.Contains(p.Status.NodeUpgradeStatuses[node].Message, want), describe(p)
+	})
+}
+
+func TestNodeUpgradeFailures(t *testing.T) {
+	tests := []struct {
+		name   string
+		nodes  int
+		act    func(h *harness, plan string)
+		state  v1beta1.NodeUpgradeState
+		want   string
+		noAcks bool
+	}{
+		{name: "pre-drain Job fails", nodes: 3, state: v1beta1.NodeStatePreDrainFailed, noAcks: true,
+			act: func(h *harness, plan string) {
+				h.rancherAsks("node-1", cluster.AnnotationRancherPreDrain)
+				h.finishJob(cluster.HarvesterNamespace, names.NodeJob(plan, v1beta1.JobTypePreDrain, "node-1"), false)
+			},
+			want: "upgrading node node-1 failed in PreDrainFailed: Job harvester-system/" + "%s-node-upgrade-pre-drain-node-1 failed (BackoffLimitExceeded"},
+		{name: "post-drain Job fails", nodes: 2, state: v1beta1.NodeStatePostDrainFailed,
+			act: func(h *harness, plan string) {
+				pre := h.rancherAsks("node-1", cluster.AnnotationRancherPreDrain)
+				h.finishJob(cluster.HarvesterNamespace, names.NodeJob(plan, v1beta1.JobTypePreDrain, "node-1"), true)
+				h.waitAck("node-1", v1beta1.AnnotationPreHook, pre)
+				h.rancherAsks("node-1", cluster.AnnotationRancherPostDrain)
+				h.finishJob(cluster.HarvesterNamespace, names.NodeJob(plan, v1beta1.JobTypePostDrain, "node-1"), false)
+			},
+			want: "upgrading node node-1 failed in PostDrainFailed: Job harvester-system/%s-node-upgrade-post-drain-node-1 failed"},
+		{name: "node never comes back", nodes: 2, state: v1beta1.NodeStatePostDrainFailed,
+			act: func(h *harness, plan string) {
+				pre := h.rancherAsks("node-1", cluster.AnnotationRancherPreDrain)
+				h.finishJob(cluster.HarvesterNamespace, names.NodeJob(plan, v1beta1.JobTypePreDrain, "node-1"), true)
+				h.waitAck("node-1", v1beta1.AnnotationPreHook, pre)
+				h.rancherAsks("node-1", cluster.AnnotationRancherPostDrain)
+				h.finishJob(cluster.HarvesterNamespace, names.NodeJob(plan, v1beta1.JobTypePostDrain, "node-1"), true)
+				h.waitNodeState(plan, "node-1", v1beta1.NodeStateWaitingReboot)
+				h.clock.Step(h.cfg.Deadlines.Reboot + time.Minute)
+				h.touch(plan)
+			},
+			want: `the node did not come back with the new OS in time: waiting for the node to come back with OS "Harvester v1.8.0"; it reports "Harvester v1.7.1"`},
+		{name: "single-node Job fails", nodes: 1, state: v1beta1.NodeStateSingleNodeUpgradeFailed,
+			act: func(h *harness, plan string) {
+				h.finishJob(cluster.HarvesterNamespace, names.NodeJob(plan, v1beta1.JobTypeSingleNodeUpgrade, "node-1"), false)
+			},
+			want: "upgrading node node-1 failed in SingleNodeUpgradeFailed: Job harvester-system/%s-node-upgrade-single-node-upgrade-node-1 failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			nodes := h.harvester(tt.nodes)
+			p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+			p = h.driveToNodeUpgrading(p.Name, nodes)
+			tt.act(h, p.Name)
+			p = h.waitPhase(p.Name, v1beta1.PhaseFailed)
+			if s := p.Status.NodeUpgradeStatuses["node-1"].State; s != tt.state {
+				t.Errorf("node-1 in %s, want %s", s, tt.state)
+			}
+			want := tt.want
+			if strings.Contains(want, "%s") {
+				want = strings.ReplaceAll(want, "%s", p.Name)
+			}
+			if c := p.Condition(v1beta1.ConditionProgressing); !strings.Contains(c.Message, want) {
+				t.Errorf("failure\n %q\ndoes not contain\n %q", c.Message, want)
+			}
+			if tt.noAcks {
+				if a := h.machinePlan("node-1").Annotations[v1beta1.AnnotationPreHook]; a != "" {
+					t.Errorf("a failed pre-drain was acknowledged: %q", a)
+				}
+			}
+			h.waitCleanedUp(p.Name)
+		})
+	}
+}
+
+func TestDeleteRunningPlanCleansUp(t *testing.T) {
+	h := newHarness(t)
+	nodes := h.harvester(2)
+	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+	p = h.driveToNodeUpgrading(p.Name, nodes)
+	h.rancherAsks("node-1", cluster.AnnotationRancherPreDrain)
+	h.nodeJob(p.Name, v1beta1.JobTypePreDrain, "node-1")
+	h.must(h.c.Delete(h.ctx(), p))
+	h.eventually("the plan gone", func() (bool, string) {
+		return h.absent(client.ObjectKey{Name: p.Name}, &v1beta1.UpgradePlan{}), "still there"
+	})
+	h.assertNothingLeft(p.Name)
+	h.assertRestored()
+}

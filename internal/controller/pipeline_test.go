@@ -1,0 +1,214 @@
+package controller_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
+	"github.com/harvester/upgrade-toolkit/internal/names"
+	"github.com/harvester/upgrade-toolkit/internal/release"
+)
+
+func TestPlanReachesClusterUpgraded(t *testing.T) {
+	h := newHarness(t)
+	nodes := h.harvester(3)
+	h.node("witness", "Harvester v1.7.1", cluster.LabelWitnessNode, "true")
+	nodes = append(nodes, "witness")
+	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), ImagePreloadOption: &v1beta1.ImagePreloadOption{Concurrency: ptr.To(2)}},
+		v1beta1.AnnotationUpgradeToolkitImage, "registry.example.com/toolkit")
+	h.waitPhase(p.Name, v1beta1.PhaseISODownloading)
+	h.setImported(names.ISOImage(p.Name), "True", "", "")
+
+	// RepoCreate: the repo runs the toolkit's server on the ISO's PVC.
+	p = h.waitProgressing(p.Name, "waiting for the repo Deployment")
+	dep := &appsv1.Deployment{}
+	h.waitObject(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.Repo(p.Name)}, dep)
+	if ptr.Deref(dep.Spec.Replicas, 0) != 2 || dep.Labels[v1beta1.LabelUpgradeComponent] != v1beta1.ComponentRepo || len(dep.OwnerReferences) != 1 {
+		t.Errorf("repo Deployment %+v", dep.ObjectMeta)
+	}
+	if img := dep.Spec.Template.Spec.Containers[0].Image; img != "registry.example.com/toolkit:v0.0.0-test" {
+		t.Errorf("repo image %q: before the release is known the tag is the manager's version", img)
+	}
+	h.serveRepo(p.Name)
+
+	// MetadataPopulate fills status.releaseMetadata from the repo, then the
+	// preload Plan starts.
+	p = h.waitPhase(p.Name, v1beta1.PhaseImagePreloading)
+	if rm := p.Status.ReleaseMetadata; rm == nil || rm.Harvester != "v1.8.0" || rm.OS != "Harvester v1.8.0" || rm.Kubernetes != "v1.35.2+rke2r1" {
+		t.Errorf("release metadata %+v", rm)
+	}
+	suc := &upgradev1.Plan{}
+	h.waitObject(client.ObjectKey{Namespace: cluster.CattleNamespace, Name: names.ImagePreloadPlan(p.Name)}, suc)
+	if suc.Spec.Concurrency != 2 || suc.Spec.Version != "v1.8.0" || suc.Spec.Upgrade.Image != "registry.example.com/toolkit" ||
+		!slices.Equal(suc.Spec.Upgrade.Command, []string{"upgrade-toolkit", "node", "prepare"}) ||
+		suc.Spec.NodeSelector.MatchLabels[cluster.LabelManagedNode] != "true" || ptr.Deref(suc.Spec.JobActiveDeadlineSecs, 0) == 0 {
+		t.Errorf("preload Plan spec %+v", suc.Spec)
+	}
+	j1 := h.sucJob(suc.Name, nodes[0])
+	p = h.waitNodeState(p.Name, nodes[0], v1beta1.NodeStateImagePreloading)
+	h.finishJob(cluster.CattleNamespace, j1, true)
+	h.waitNodeState(p.Name, nodes[0], v1beta1.NodeStateImagePreloaded)
+	h.waitProgressing(p.Name, "preloading images: 1 of 4 nodes done")
+	// A node whose Job was already garbage-collected counts as done by the
+	// label system-upgrade-controller leaves on it.
+	suc.Status.LatestHash = "hash-1"
+	h.must(h.c.Status().Update(h.ctx(), suc))
+	n := &corev1.Node{}
+	h.must(h.c.Get(h.ctx(), client.ObjectKey{Name: nodes[1]}, n))
+	n.Labels[cluster.LabelSUCPlanNode(suc.Name)] = "hash-1"
+	h.must(h.c.Update(h.ctx(), n))
+	h.waitNodeState(p.Name, nodes[1], v1beta1.NodeStateImagePreloaded)
+	h.preload(p.Name, nodes[2:])
+
+	// ClusterUpgrade: first KubeVirt is kept from migrating every VM.
+	p = h.waitPhase(p.Name, v1beta1.PhaseClusterUpgrading)
+	job := &batchv1.Job{}
+	h.waitObject(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.ClusterUpgradeJob(p.Name)}, job)
+	p = h.get(p.Name)
+	if kv := p.Status.SavedSettings.KubeVirt; kv == nil || !slices.Equal(ptr.Deref(kv.WorkloadUpdateMethods, nil), []string{"LiveMigrate"}) || !kv.ComparePatchAdded {
+		t.Errorf("saved KubeVirt settings %+v", p.Status.SavedSettings)
+	}
+	kv := &kubevirtv1.KubeVirt{}
+	h.must(h.c.Get(h.ctx(), client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: cluster.KubeVirtName}, kv))
+	if m := kv.Spec.WorkloadUpdateStrategy.WorkloadUpdateMethods; m == nil || len(m) != 0 {
+		t.Errorf("KubeVirt workload update methods %v, want []", m)
+	}
+	mc := &managementv3.ManagedChart{}
+	h.must(h.c.Get(h.ctx(), client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: cluster.HarvesterManagedChart}, mc))
+	if mc.Spec.Diff == nil || len(mc.Spec.Diff.ComparePatches) != 1 || mc.Spec.Diff.ComparePatches[0].JSONPointers[0] != cluster.WorkloadUpdateMethodsPointer {
+		t.Errorf("ManagedChart diff %+v", mc.Spec.Diff)
+	}
+	c := job.Spec.Template.Spec.Containers[0]
+	if c.Image != "registry.example.com/toolkit:v1.8.0" || !slices.Equal(c.Command, []string{"upgrade-toolkit", "cluster-upgrade"}) ||
+		job.Spec.Template.Spec.ServiceAccountName != "harvester" || ptr.Deref(c.SecurityContext.RunAsUser, -1) != 0 ||
+		job.Labels[v1beta1.LabelUpgradeComponent] != v1beta1.ComponentClusterUpgrade || ptr.Deref(job.Spec.ActiveDeadlineSeconds, 0) == 0 {
+		t.Errorf("cluster-upgrade Job %+v\n%+v", job.ObjectMeta, c)
+	}
+	h.finishJob(cluster.HarvesterNamespace, job.Name, true)
+	p = h.waitPhase(p.Name, v1beta1.PhaseNodeUpgrading)
+
+	var phases []string
+	for _, e := range p.Status.PhaseTransitionTimestamps {
+		phases = append(phases, string(e.Phase))
+	}
+	want := "Initializing Initialized ISODownloading ISODownloaded RepoCreating RepoCreated MetadataPopulating MetadataPopulated ImagePreloading ImagePreloaded ClusterUpgrading ClusterUpgraded NodeUpgrading"
+	if got := strings.Join(phases, " "); got != want {
+		t.Errorf("history\n got %s\nwant %s", got, want)
+	}
+	for _, step := range []string{"ISODownload", "RepoCreate", "MetadataPopulate", "ImagePreload", "ClusterUpgrade"} {
+		h.waitEvent(p.Name, "PhaseCompleted: Completed phase "+step)
+	}
+	if c := p.Condition(v1beta1.ConditionDegraded); c.Status != metav1.ConditionFalse {
+		t.Errorf("Degraded %+v", c)
+	}
+}
+
+func TestPipelineFailures(t *testing.T) {
+	tests := []struct {
+		name string
+		spec v1beta1.UpgradePlanSpec
+		// breakRepo changes the release before the plan reads it.
+		breakRepo func(h *harness)
+		// act plays the foreign side up to the failure.
+		act  func(h *harness, plan string, nodes []string)
+		want string
+	}{
+		{name: "malformed release metadata",
+			breakRepo: func(h *harness) { h.repo.Release.Kubernetes = "latest" },
+			want:      "harvester-release.yaml",
+		},
+		{name: "downgrade",
+			breakRepo: func(h *harness) { h.repo.Release.Harvester = "v1.6.0"; h.repo.Release.OS = "Harvester v1.6.0" },
+			want:      "v1.6.0",
+		},
+		{name: "below the minimum",
+			breakRepo: func(h *harness) { h.repo.Release.MinUpgradableVersion = "v1.7.2" },
+			want:      "v1.7.2",
+		},
+		{name: "preload Job fails",
+			act: func(h *harness, plan string, nodes []string) {
+				h.finishJob(cluster.CattleNamespace, h.sucJob(names.ImagePreloadPlan(plan), nodes[1]), false)
+			},
+			want: "preloading images on node node-2 failed: Job cattle-system/apply-",
+		},
+		{name: "cluster-upgrade Job fails",
+			act: func(h *harness, plan string, nodes []string) {
+				h.preload(plan, nodes)
+				h.waitPhase(plan, v1beta1.PhaseClusterUpgrading)
+				h.finishJob(cluster.HarvesterNamespace, names.ClusterUpgradeJob(plan), false)
+			},
+			want: "upgrading the cluster's components failed: Job harvester-system/",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			nodes := h.harvester(2)
+			if tt.breakRepo != nil {
+				tt.breakRepo(h)
+				files := h.repo.Files()
+				h.files.Store(&files)
+			}
+			p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+			h.waitPhase(p.Name, v1beta1.PhaseISODownloading)
+			h.setImported(names.ISOImage(p.Name), "True", "", "")
+			h.serveRepo(p.Name)
+			if tt.act != nil {
+				h.waitPhase(p.Name, v1beta1.PhaseImagePreloading)
+				tt.act(h, p.Name, nodes)
+			}
+			p = h.waitPhase(p.Name, v1beta1.PhaseFailed)
+			if c := p.Condition(v1beta1.ConditionProgressing); !strings.Contains(c.Message, tt.want) {
+				t.Errorf("failure %q does not mention %q", c.Message, tt.want)
+			}
+		})
+	}
+}
+
+func TestForceSkipsTheEligibilityCheck(t *testing.T) {
+	h := newHarness(t)
+	h.harvester(1)
+	h.repo.Release.Harvester, h.repo.Release.OS = "v1.6.0", "Harvester v1.6.0"
+	files := h.repo.Files()
+	h.files.Store(&files)
+	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), Force: ptr.To(true),
+		ImagePreloadOption: &v1beta1.ImagePreloadOption{Concurrency: ptr.To(-1)}})
+	h.waitPhase(p.Name, v1beta1.PhaseISODownloading)
+	h.setImported(names.ISOImage(p.Name), "True", "", "")
+	h.serveRepo(p.Name)
+	// A negative concurrency skips the preload: no Plan, straight on.
+	h.waitPhase(p.Name, v1beta1.PhaseClusterUpgrading)
+	h.waitEvent(p.Name, "ImagePreloadSkipped")
+	if !h.absent(client.ObjectKey{Namespace: cluster.CattleNamespace, Name: names.ImagePreloadPlan(p.Name)}, &upgradev1.Plan{}) {
+		t.Error("a preload Plan was created although preloading is skipped")
+	}
+}
+
+func TestRepoUnreachableIsRetriedThenFails(t *testing.T) {
+	h := newHarness(t)
+	h.harvester(1)
+	h.cfg.RepoURL = func(string, string) string { return "http://127.0.0.1:1" + release.RepoRoot }
+	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+	h.waitPhase(p.Name, v1beta1.PhaseISODownloading)
+	h.setImported(names.ISOImage(p.Name), "True", "", "")
+	h.serveRepo(p.Name)
+	h.waitProgressing(p.Name, "reading the release metadata from the repo")
+	h.clock.Step(h.cfg.Deadlines.Metadata)
+	h.touch(p.Name)
+	p = h.waitPhase(p.Name, v1beta1.PhaseFailed)
+	if c := p.Condition(v1beta1.ConditionProgressing); !strings.Contains(c.Message, "could not read the release metadata from the repo") {
+		t.Errorf("failure %q", c.Message)
+	}
+}

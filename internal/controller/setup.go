@@ -1,0 +1,127 @@
+package controller
+
+import (
+	"context"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
+	"github.com/harvester/upgrade-toolkit/internal/names"
+	"github.com/harvester/upgrade-toolkit/internal/phase"
+	"github.com/harvester/upgrade-toolkit/internal/preflight"
+)
+
+// ControllerName names the plan controller; its events come from
+// "upgradeplan-controller".
+const ControllerName = "upgradeplan"
+
+// Setup registers the toolkit's reconcilers with a manager.
+func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock) error {
+	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	if cfg.Kubelet == nil {
+		cfg.Kubelet = preflight.ProxyKubelet{Kube: kube}
+	}
+	r := &PlanReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Kube:      kube,
+		Recorder:  mgr.GetEventRecorderFor(ControllerName + "-controller"),
+		Clock:     clk,
+		Config:    cfg,
+		Phases:    phase.Pipeline(),
+	}
+	byPlanLabel := handler.EnqueueRequestsFromMapFunc(planOfLabel)
+	if err := ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&v1beta1.UpgradePlan{}).
+		// A plan that finishes frees the upgrade slot for the plans waiting.
+		Watches(&v1beta1.UpgradePlan{}, handler.EnqueueRequestsFromMapFunc(r.waitingPlans)).
+		Watches(&batchv1.Job{}, byPlanLabel).
+		Watches(&appsv1.Deployment{}, byPlanLabel).
+		Watches(&corev1.Service{}, byPlanLabel).
+		Watches(&corev1.Pod{}, byPlanLabel).
+		Watches(&upgradev1.Plan{}, byPlanLabel).
+		Watches(&harvesterv1beta1.VirtualMachineImage{}, handler.EnqueueRequestsFromMapFunc(r.plansOfImage)).
+		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.plansOfEndpointSlice)).
+		Watches(&corev1.ConfigMap{}, byPlanLabel).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
+			builder.WithPredicates(predicate.NewPredicateFuncs(isMachinePlan))).
+		Watches(&capiv1beta1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans)).
+		Complete(r); err != nil {
+		return err
+	}
+	return SetupDrainHook(mgr)
+}
+
+// planOfLabel maps an object the plan created to the plan.
+func planOfLabel(_ context.Context, obj client.Object) []reconcile.Request {
+	if p := obj.GetLabels()[v1beta1.LabelUpgradePlan]; p != "" {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: p}}}
+	}
+	return nil
+}
+
+// listPlans lists plans from the cache and keeps those f selects.
+func (r *PlanReconciler) listPlans(ctx context.Context, f func(*v1beta1.UpgradePlan) bool) []reconcile.Request {
+	var plans v1beta1.UpgradePlanList
+	if err := r.Client.List(ctx, &plans); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range plans.Items {
+		if f(&plans.Items[i]) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Name: plans.Items[i].Name}})
+		}
+	}
+	return reqs
+}
+
+// waitingPlans maps a plan to the other plans queued behind it.
+func (r *PlanReconciler) waitingPlans(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.listPlans(ctx, func(p *v1beta1.UpgradePlan) bool {
+		return p.Name != obj.GetName() && !p.IsStarted() && p.DeletionTimestamp.IsZero()
+	})
+}
+
+// runningPlans maps a cluster-wide object (a Node) to the plans at work.
+func (r *PlanReconciler) runningPlans(ctx context.Context, _ client.Object) []reconcile.Request {
+	return r.listPlans(ctx, func(p *v1beta1.UpgradePlan) bool { return p.IsStarted() && !p.IsFinished() })
+}
+
+// plansOfImage maps a VirtualMachineImage to the plan that created it or
+// names it in spec.image (a user's image carries no label of ours).
+func (r *PlanReconciler) plansOfImage(ctx context.Context, obj client.Object) []reconcile.Request {
+	if reqs := planOfLabel(ctx, obj); reqs != nil {
+		return reqs
+	}
+	return r.listPlans(ctx, func(p *v1beta1.UpgradePlan) bool {
+		return p.Spec.Image != nil && *p.Spec.Image == obj.GetName() && !p.IsFinished()
+	})
+}
+
+// plansOfEndpointSlice maps the repo Service's EndpointSlices to their plan.
+func (r *PlanReconciler) plansOfEndpointSlice(ctx context.Context, obj client.Object) []reconcile.Request {
+	svc := obj.GetLabels()[discoveryv1.LabelServiceName]
+	if svc == "" {
+		return nil
+	}
+	return r.listPlans(ctx, func(p *v1beta1.UpgradePlan) bool { return names.Repo(p.Name) == svc })
+}

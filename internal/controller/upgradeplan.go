@@ -1,0 +1,255 @@
+// Package controller holds the reconcilers: thin loops that gather facts, call
+// the pure decisions of internal/pipeline, internal/phase and
+// internal/nodestate, and write the result.
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/phase"
+	"github.com/harvester/upgrade-toolkit/internal/pipeline"
+)
+
+// PlanReconciler drives UpgradePlans through the pipeline. It is the only
+// writer of a plan's status.
+type PlanReconciler struct {
+	Client    client.Client
+	APIReader client.Reader
+	Kube      kubernetes.Interface
+	Recorder  record.EventRecorder
+	Clock     clock.PassiveClock
+	Config    *phase.Config
+	// Phases implement pipeline.Steps, index for index.
+	Phases []phase.Phase
+}
+
+// maxTransitionsPerPass bounds how many phase changes one reconcile makes, so
+// that a pass always ends; a whole pipeline has fewer.
+var maxTransitionsPerPass = 2*len(pipeline.Steps) + 2
+
+// Reconcile implements reconcile.Reconciler.
+func (r *PlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	plan := &v1beta1.UpgradePlan{}
+	if err := r.Client.Get(ctx, req.NamespacedName, plan); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	s := &phase.Scope{
+		Plan: plan.DeepCopy(), Client: r.Client, APIReader: r.APIReader, Kube: r.Kube,
+		Clock: r.Clock, Config: r.Config, Log: log.FromContext(ctx),
+	}
+
+	if !plan.DeletionTimestamp.IsZero() || plan.IsFinished() {
+		return r.finish(ctx, plan, s)
+	}
+	if !plan.IsStarted() {
+		holder, err := r.slotHolder(ctx)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if holder != nil && holder.Name != plan.Name {
+			r.setQueued(s, holder)
+			return r.writeStatus(ctx, plan, s, ctrl.Result{}, nil)
+		}
+	}
+	// The finalizer goes on before the plan creates or changes anything, so
+	// that whatever it does is undone even if it is deleted right away.
+	if !controllerutil.ContainsFinalizer(plan, v1beta1.FinalizerCleanup) {
+		before := plan.DeepCopy()
+		controllerutil.AddFinalizer(plan, v1beta1.FinalizerCleanup)
+		if err := r.Client.Patch(ctx, plan, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return requeueOnConflict(err)
+		}
+		s.Plan.ObjectMeta = *plan.ObjectMeta.DeepCopy()
+	}
+
+	res, runErr := r.runPipeline(ctx, s)
+	r.setConditions(s, res, runErr)
+	return r.writeStatus(ctx, plan, s, ctrl.Result{RequeueAfter: res.RequeueAfter}, runErr)
+}
+
+// slotHolder returns the plan that holds the cluster's one upgrade slot.
+// It reads from the API server, not the cache, because starting a plan on a
+// stale view could start two upgrades at once.
+func (r *PlanReconciler) slotHolder(ctx context.Context) (*v1beta1.UpgradePlan, error) {
+	var plans v1beta1.UpgradePlanList
+	if err := r.APIReader.List(ctx, &plans); err != nil {
+		return nil, fmt.Errorf("listing UpgradePlans: %w", err)
+	}
+	return pipeline.SlotHolder(plans.Items), nil
+}
+
+// runPipeline moves the plan through as many phases as it can in one pass.
+func (r *PlanReconciler) runPipeline(ctx context.Context, s *phase.Scope) (phase.Result, error) {
+	st := &s.Plan.Status
+	for range maxTransitionsPerPass {
+		current := st.CurrentPhase
+		if current.IsTerminal() {
+			return phase.Result{}, nil
+		}
+		pos, located := pipeline.Locate(current)
+		if current != "" && !located {
+			r.fail(s, fmt.Sprintf("the plan is in the unknown phase %q", current))
+			return phase.Result{}, nil
+		}
+		if located && pos.Active {
+			step, ph := pipeline.Steps[pos.Index], r.Phases[pos.Index]
+			res, err := ph.Run(log.IntoContext(ctx, s.Log.WithValues("phase", ph.Name())), s)
+			switch {
+			case err != nil:
+				return res, err
+			case res.Failure != "":
+				r.fail(s, res.Failure)
+				return res, nil
+			case !res.Done:
+				return res, nil
+			}
+			pipeline.SetPhase(st, step.Completed, s.Now())
+			s.Event(corev1.EventTypeNormal, v1beta1.EventPhaseCompleted, "Completed phase %s", step.Name)
+			continue
+		}
+		next, _ := pipeline.Next(current)
+		if next == v1beta1.PhaseSucceeded {
+			pipeline.SetPhase(st, v1beta1.PhaseSucceeded, s.Now())
+			s.Event(corev1.EventTypeNormal, v1beta1.EventUpgradeSucceeded, "Upgrade completed successfully")
+			return phase.Result{}, nil
+		}
+		nextPos, _ := pipeline.Locate(next)
+		if g, ok := r.Phases[nextPos.Index].(phase.Gate); ok {
+			if msg := g.Gate(s); msg != "" {
+				r.fail(s, msg)
+				return phase.Result{}, nil
+			}
+		}
+		pipeline.SetPhase(st, next, s.Now())
+		s.Event(corev1.EventTypeNormal, v1beta1.EventPhaseTransition, "Entering phase %s", pipeline.Steps[nextPos.Index].Name)
+	}
+	return phase.Result{}, nil
+}
+
+// fail moves the plan to Failed and keeps the reason in the Progressing
+// condition.
+func (r *PlanReconciler) fail(s *phase.Scope, msg string) {
+	pipeline.SetPhase(&s.Plan.Status, v1beta1.PhaseFailed, s.Now())
+	r.setCondition(s, v1beta1.ConditionProgressing, metav1.ConditionFalse, v1beta1.ReasonFailed, msg)
+	s.Event(corev1.EventTypeWarning, v1beta1.EventUpgradeFailed, "Upgrade failed: %s", msg)
+}
+
+// setQueued reports that the plan waits for another one to finish.
+func (r *PlanReconciler) setQueued(s *phase.Scope, holder *v1beta1.UpgradePlan) {
+	r.setCondition(s, v1beta1.ConditionAvailable, metav1.ConditionTrue, v1beta1.ReasonExecutable, "")
+	msg := fmt.Sprintf("waiting for upgrade %q to finish; this plan starts by itself when it has finished and cleaned up", holder.Name)
+	if holder.Status.CurrentPhase != "" {
+		msg = fmt.Sprintf("waiting for upgrade %q (phase %s) to finish; this plan starts by itself when it has finished and cleaned up", holder.Name, holder.Status.CurrentPhase)
+	}
+	if r.setCondition(s, v1beta1.ConditionProgressing, metav1.ConditionFalse, v1beta1.ReasonConcurrentUpgradeBlocked, msg) {
+		s.Event(corev1.EventTypeWarning, v1beta1.EventConcurrentUpgradeBlocked, "Blocked by in-progress upgrade %q", holder.Name)
+	}
+	r.setCondition(s, v1beta1.ConditionDegraded, metav1.ConditionFalse, v1beta1.ReasonReconcileSuccess, "")
+}
+
+// setConditions summarises the pass in the plan's conditions and records the
+// events that go with their changes.
+func (r *PlanReconciler) setConditions(s *phase.Scope, res phase.Result, runErr error) {
+	st := &s.Plan.Status
+	r.setDegraded(s, runErr)
+	switch st.CurrentPhase {
+	case v1beta1.PhaseSucceeded:
+		r.setCondition(s, v1beta1.ConditionAvailable, metav1.ConditionFalse, v1beta1.ReasonExecuted, "Entered one of the terminal phases")
+		r.setCondition(s, v1beta1.ConditionProgressing, metav1.ConditionFalse, v1beta1.ReasonSucceeded, "UpgradePlan has completed")
+	case v1beta1.PhaseFailed:
+		// fail set Progressing with the reason when the plan failed.
+		r.setCondition(s, v1beta1.ConditionAvailable, metav1.ConditionFalse, v1beta1.ReasonExecuted, "Entered one of the terminal phases")
+	default:
+		r.setCondition(s, v1beta1.ConditionAvailable, metav1.ConditionTrue, v1beta1.ReasonExecutable, "")
+		r.setCondition(s, v1beta1.ConditionProgressing, metav1.ConditionTrue, string(st.CurrentPhase), res.Waiting)
+	}
+}
+
+// setDegraded reports the pass's error, if any, in the Degraded condition,
+// with a Warning event once per distinct error.
+func (r *PlanReconciler) setDegraded(s *phase.Scope, err error) {
+	if err == nil {
+		r.setCondition(s, v1beta1.ConditionDegraded, metav1.ConditionFalse, v1beta1.ReasonReconcileSuccess, "")
+		return
+	}
+	if r.setCondition(s, v1beta1.ConditionDegraded, metav1.ConditionTrue, v1beta1.ReasonReconcileError, err.Error()) {
+		s.Event(corev1.EventTypeWarning, v1beta1.EventReconcileError, "Pipeline error: %s", err.Error())
+	}
+}
+
+// setCondition sets a condition of the working copy and reports whether its
+// status, reason or message changed. Timestamps move only on change.
+func (r *PlanReconciler) setCondition(s *phase.Scope, t string, status metav1.ConditionStatus, reason, msg string) bool {
+	old := meta.FindStatusCondition(s.Plan.Status.Conditions, t)
+	changed := old == nil || old.Status != status || old.Reason != reason || old.Message != msg
+	meta.SetStatusCondition(&s.Plan.Status.Conditions, metav1.Condition{
+		Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: s.Plan.Generation,
+	})
+	return changed
+}
+
+// writeStatus writes the working copy's status if it changed, with
+// optimistic locking so a pass that decided on a stale plan cannot win, and
+// records the pass's events once the write succeeded.
+func (r *PlanReconciler) writeStatus(ctx context.Context, stored *v1beta1.UpgradePlan, s *phase.Scope, res ctrl.Result, runErr error) (ctrl.Result, error) {
+	if !equality.Semantic.DeepEqual(stored.Status, s.Plan.Status) {
+		if err := r.Client.Status().Patch(ctx, s.Plan, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
+			return requeueOnConflict(err)
+		}
+	}
+	for _, e := range s.Events {
+		r.Recorder.Event(s.Plan, e.Type, e.Reason, e.Message)
+	}
+	return res, runErr
+}
+
+// requeueOnConflict turns a write conflict (someone changed the plan since
+// this pass read it) into a quiet retry.
+func requeueOnConflict(err error) (ctrl.Result, error) {
+	if apierrors.IsConflict(err) {
+		return ctrl.Result{Requeue: true}, nil
+	}
+	return ctrl.Result{}, err
+}
+
+// finish cleans up after a plan that reached a terminal phase or is being
+// deleted, records what it restored, then releases the plan by removing the
+// finalizer.
+func (r *PlanReconciler) finish(ctx context.Context, plan *v1beta1.UpgradePlan, s *phase.Scope) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(plan, v1beta1.FinalizerCleanup) {
+		return ctrl.Result{}, nil
+	}
+	res, err := phase.Cleanup(ctx, s)
+	r.setDegraded(s, err)
+	if err != nil || !res.Done {
+		return r.writeStatus(ctx, plan, s, ctrl.Result{RequeueAfter: res.RequeueAfter}, err)
+	}
+	if result, err := r.writeStatus(ctx, plan, s, ctrl.Result{}, nil); err != nil || !result.IsZero() {
+		return result, err
+	}
+	// s.Plan carries the resourceVersion of the status write, if any.
+	before := s.Plan.DeepCopy()
+	controllerutil.RemoveFinalizer(s.Plan, v1beta1.FinalizerCleanup)
+	if err := r.Client.Patch(ctx, s.Plan, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return requeueOnConflict(err)
+	}
+	return ctrl.Result{}, nil
+}

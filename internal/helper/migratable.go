@@ -1,0 +1,140 @@
+// Package helper holds the logic of the helper commands that run inside the
+// upgrade's Jobs (vm-live-migrate-detector, restore-vm) and the rules they
+// share with the manager.
+package helper
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
+)
+
+// NonMigratableVMI is a running VirtualMachineInstance that cannot be
+// live-migrated off its node, and why.
+type NonMigratableVMI struct {
+	Namespace string
+	Name      string
+	// Node is the node the instance runs on.
+	Node string
+	// Reason says, for a human, why the instance cannot move.
+	Reason string
+}
+
+// String is "namespace/name (reason)".
+func (v NonMigratableVMI) String() string {
+	return fmt.Sprintf("%s/%s (%s)", v.Namespace, v.Name, v.Reason)
+}
+
+// NonMigratableVMIs returns the instances among vmis that cannot be
+// live-migrated to another node, sorted by namespace and name. An instance
+// cannot move when it is pinned by a nodeSelector, passes host devices or
+// GPUs through, or has a required node affinity that no other usable node
+// satisfies; and none can move when no other usable node exists at all.
+// A usable node is Ready, schedulable (not cordoned) and not a witness node
+// (witness nodes run no workloads). Instances that run nowhere (no node yet,
+// or in a final phase) are left out: there is nothing to migrate.
+func NonMigratableVMIs(vmis []kubevirtv1.VirtualMachineInstance, nodes []corev1.Node) []NonMigratableVMI {
+	var usable []*corev1.Node
+	for i := range nodes {
+		if isMigrationTarget(&nodes[i]) {
+			usable = append(usable, &nodes[i])
+		}
+	}
+	var out []NonMigratableVMI
+	for i := range vmis {
+		vmi := &vmis[i]
+		if !isRunningSomewhere(vmi) {
+			continue
+		}
+		if reasons := nonMigratableReasons(vmi, usable); len(reasons) > 0 {
+			out = append(out, NonMigratableVMI{
+				Namespace: vmi.Namespace, Name: vmi.Name, Node: vmi.Status.NodeName,
+				Reason: strings.Join(reasons, "; "),
+			})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+func isRunningSomewhere(vmi *kubevirtv1.VirtualMachineInstance) bool {
+	phase := vmi.Status.Phase
+	return vmi.Status.NodeName != "" && phase != cluster.VMIPhaseSucceeded && phase != cluster.VMIPhaseFailed
+}
+
+// isMigrationTarget reports whether KubeVirt could start a migration target
+// on the node.
+func isMigrationTarget(n *corev1.Node) bool {
+	if _, witness := n.Labels[cluster.LabelWitnessNode]; witness || n.Spec.Unschedulable {
+		return false
+	}
+	return slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+		return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+	})
+}
+
+func nonMigratableReasons(vmi *kubevirtv1.VirtualMachineInstance, usable []*corev1.Node) []string {
+	var reasons []string
+	if len(vmi.Spec.NodeSelector) > 0 {
+		reasons = append(reasons, "pinned by nodeSelector "+formatSelector(vmi.Spec.NodeSelector))
+	}
+	if devs := deviceNames(vmi.Spec.Domain.Devices.HostDevices); len(devs) > 0 {
+		reasons = append(reasons, "passes through host devices "+strings.Join(devs, ", "))
+	}
+	if devs := deviceNames(vmi.Spec.Domain.Devices.GPUs); len(devs) > 0 {
+		reasons = append(reasons, "passes through GPUs "+strings.Join(devs, ", "))
+	}
+	var others []*corev1.Node
+	for _, n := range usable {
+		if n.Name != vmi.Status.NodeName {
+			others = append(others, n)
+		}
+	}
+	switch required := requiredNodeAffinity(vmi); {
+	case len(others) == 0:
+		reasons = append(reasons, "no other Ready, schedulable, non-witness node to migrate to")
+	case required != nil && !slices.ContainsFunc(others, func(n *corev1.Node) bool {
+		ok, err := corev1helpers.MatchNodeSelectorTerms(n, required)
+		return err == nil && ok
+	}):
+		reasons = append(reasons, "its required node affinity matches no other Ready, schedulable, non-witness node")
+	}
+	return reasons
+}
+
+func requiredNodeAffinity(vmi *kubevirtv1.VirtualMachineInstance) *corev1.NodeSelector {
+	a := vmi.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil {
+		return nil
+	}
+	return a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+}
+
+func deviceNames(devs []kubevirtv1.HostDevice) []string {
+	names := make([]string, 0, len(devs))
+	for _, d := range devs {
+		names = append(names, d.DeviceName)
+	}
+	return names
+}
+
+func formatSelector(sel map[string]string) string {
+	pairs := make([]string, 0, len(sel))
+	for k, v := range sel {
+		pairs = append(pairs, k+"="+v)
+	}
+	sort.Strings(pairs)
+	return strings.Join(pairs, ",")
+}

@@ -1,0 +1,138 @@
+package nodestate
+
+import (
+	"testing"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+)
+
+const (
+	preloaded   = v1beta1.NodeStateImagePreloaded
+	paused      = v1beta1.NodeStateUpgradePaused
+	preDraining = v1beta1.NodeStatePreDraining
+	preDrained  = v1beta1.NodeStatePreDrained
+	preFailed   = v1beta1.NodeStatePreDrainFailed
+	postDrain   = v1beta1.NodeStatePostDraining
+	waiting     = v1beta1.NodeStateWaitingReboot
+	postDrained = v1beta1.NodeStatePostDrained
+	postFailed  = v1beta1.NodeStatePostDrainFailed
+	single      = v1beta1.NodeStateSingleNodeUpgrading
+	singleDone  = v1beta1.NodeStateSingleNodeUpgraded
+	singleFail  = v1beta1.NodeStateSingleNodeUpgradeFailed
+	cleaned     = v1beta1.NodeStateImageCleaned
+)
+
+var (
+	running   = Job{Status: JobRunning}
+	succeeded = Job{Status: JobSucceeded}
+	failed    = Job{Status: JobFailed, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}
+)
+
+func TestDecideOneNode(t *testing.T) {
+	tests := []struct {
+		name   string
+		node   Node
+		single bool
+		want   v1beta1.NodeUpgradeState
+		job    string
+		reason string
+	}{
+		// multi-node, the happy path one event at a time
+		{"preloaded waits for Rancher", Node{State: preloaded}, false, preloaded, "", ""},
+		{"not seen yet counts as preloaded", Node{}, false, preloaded, "", ""},
+		{"Rancher asks for pre-drain", Node{State: preloaded, PreDrainRequested: true}, false, preDraining, "", ""},
+		{"pre-draining starts its Job", Node{State: preDraining, PreDrainRequested: true}, false, preDraining, v1beta1.JobTypePreDrain, ""},
+		{"pre-drain Job running", Node{State: preDraining, PreDrain: running}, false, preDraining, "", ""},
+		{"pre-drain Job done", Node{State: preDraining, PreDrain: succeeded}, false, preDrained, "", ""},
+		{"pre-drain Job failed", Node{State: preDraining, PreDrain: failed}, false, preFailed, "", "BackoffLimitExceeded"},
+		{"pre-drained waits for post-drain", Node{State: preDrained, PreDrain: succeeded}, false, preDrained, "", ""},
+		{"Rancher asks for post-drain", Node{State: preDrained, PostDrainRequested: true}, false, postDrain, "", ""},
+		{"post-draining starts its Job", Node{State: postDrain, PostDrainRequested: true}, false, postDrain, v1beta1.JobTypePostDrain, ""},
+		{"post-drain Job done", Node{State: postDrain, PostDrain: succeeded}, false, waiting, "", ""},
+		{"post-drain Job failed", Node{State: postDrain, PostDrain: failed}, false, postFailed, "", "BackoffLimitExceeded"},
+		{"still rebooting", Node{State: waiting, PostDrain: succeeded}, false, waiting, "", ""},
+		{"rebooted into the new OS", Node{State: waiting, Rebooted: true}, false, postDrained, "", ""},
+		{"never came back", Node{State: waiting, RebootOverdue: true, RebootReport: "NotReady"}, false, postFailed, "", "RebootTimeout"},
+		{"upgraded stays", Node{State: postDrained, PostDrainRequested: true, PreDrainRequested: true}, false, postDrained, "", ""},
+		// pause
+		{"paused before Rancher asks", Node{State: preloaded, Paused: true}, false, paused, "", v1beta1.ReasonAdministrativelyPaused},
+		{"paused when Rancher asks", Node{State: paused, Paused: true, PreDrainRequested: true}, false, paused, "", v1beta1.ReasonAdministrativelyPaused},
+		{"resumed, Rancher not there yet", Node{State: paused}, false, paused, "", ""},
+		{"resumed and asked", Node{State: paused, PreDrainRequested: true}, false, preDraining, "", ""},
+		{"pausing a draining node has no effect", Node{State: preDraining, Paused: true, PreDrain: running}, false, preDraining, "", ""},
+		// out of order and duplicate events never move a node back
+		{"late pre-drain failure after success", Node{State: preDrained, PreDrain: failed}, false, preDrained, "", ""},
+		{"late running report after post-drain", Node{State: waiting, PostDrain: running}, false, waiting, "", ""},
+		{"stale request after upgrade", Node{State: postDrained, PreDrainRequested: true}, false, postDrained, "", ""},
+		{"a failed node stays failed", Node{State: preFailed, PreDrain: succeeded, PreDrainRequested: true}, false, preFailed, "", ""},
+		{"image cleanup is later", Node{State: cleaned, PreDrainRequested: true, Rebooted: true}, false, cleaned, "", ""},
+		{"post-drain request before pre-drain finished", Node{State: preDraining, PostDrainRequested: true, PreDrain: running}, false, preDraining, "", ""},
+		// single node
+		{"single node starts without Rancher", Node{State: preloaded}, true, single, "", ""},
+		{"single node paused", Node{State: preloaded, Paused: true}, true, paused, "", v1beta1.ReasonAdministrativelyPaused},
+		{"single node resumed", Node{State: paused}, true, single, "", ""},
+		{"single node starts its Job", Node{State: single}, true, single, v1beta1.JobTypeSingleNodeUpgrade, ""},
+		{"single node Job done", Node{State: single, SingleNodeUpgrade: succeeded}, true, waiting, "", ""},
+		{"single node Job failed", Node{State: single, SingleNodeUpgrade: failed}, true, singleFail, "", "BackoffLimitExceeded"},
+		{"single node rebooted", Node{State: waiting, Rebooted: true}, true, singleDone, "", ""},
+		{"single node never came back", Node{State: waiting, RebootOverdue: true}, true, singleFail, "", "RebootTimeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.node.Name = "n1"
+			d := Decide([]Node{tt.node}, tt.single)["n1"]
+			if d.State != tt.want || d.StartJob != tt.job || d.Reason != tt.reason {
+				t.Errorf("got %+v; want state %s, job %q, reason %q", d, tt.want, tt.job, tt.reason)
+			}
+			if !v1beta1.CanMoveNodeState(tt.node.State, d.State) {
+				t.Errorf("decision moves %q back to %q", tt.node.State, d.State)
+			}
+		})
+	}
+}
+
+func TestAtMostOneNodeInTheDrainSlot(t *testing.T) {
+	nodes := []Node{
+		{Name: "a", State: postDrain, PostDrain: running},
+		{Name: "b", State: preloaded, PreDrainRequested: true},
+		{Name: "c", State: paused, PreDrainRequested: true},
+	}
+	got := Decide(nodes, false)
+	if got["b"].State != preloaded || got["c"].State != paused {
+		t.Fatalf("a second node entered the drain slot: %+v", got)
+	}
+	if got["b"].Message != "waiting for node a to finish its upgrade" {
+		t.Errorf("message %q", got["b"].Message)
+	}
+	// Once a is out of the slot, b may go.
+	nodes[0].State = postDrained
+	if got := Decide(nodes, false); got["b"].State != preDraining {
+		t.Errorf("b did not start after a finished: %+v", got["b"])
+	}
+}
+
+// TestEveryOrderOfEventsIsForwardOnly feeds every combination of
+// observations to every state and checks the machine never moves back.
+func TestEveryOrderOfEventsIsForwardOnly(t *testing.T) {
+	jobs := []Job{{}, running, succeeded, failed}
+	for _, state := range append(v1beta1.AllNodeStates(), "") {
+		for mask := 0; mask < 32; mask++ {
+			for _, pre := range jobs {
+				for _, post := range jobs {
+					for _, single := range []bool{false, true} {
+						n := Node{Name: "n", State: state, Paused: mask&1 != 0, PreDrainRequested: mask&2 != 0,
+							PostDrainRequested: mask&4 != 0, Rebooted: mask&8 != 0, RebootOverdue: mask&16 != 0,
+							PreDrain: pre, PostDrain: post, SingleNodeUpgrade: pre}
+						d := Decide([]Node{n}, single)["n"]
+						if !v1beta1.CanMoveNodeState(state, d.State) && d.State != state {
+							t.Fatalf("%+v (single=%v) moved back to %s", n, single, d.State)
+						}
+						if d.StartJob != "" && d.State != state {
+							t.Fatalf("%+v: a Job is started in the same pass as a state change", n)
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package phase
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/preflight"
+)
+
+// Config is how the manager runs the phases. DefaultConfig gives production
+// values; tests and the simulator replace the parts that reach outside the
+// API server.
+type Config struct {
+	// ToolkitRepository is the repository of the upgrade-toolkit image,
+	// unless a plan's annotation overrides it.
+	ToolkitRepository string
+	// Version is the manager's own version: the image tag used until the
+	// release is known.
+	Version string
+	// JobServiceAccount runs the cluster and node Jobs.
+	JobServiceAccount string
+	// PlanServiceAccount runs the system-upgrade-controller Plans' Jobs.
+	PlanServiceAccount string
+	// RepoURL maps the repo Service to the base URL of the ISO content.
+	RepoURL func(namespace, service string) string
+	// Kubelet reads kubelet endpoints for the disk-space check.
+	Kubelet preflight.Kubelet
+	// DialCerts reads the certificates the API server serves.
+	DialCerts preflight.CertDialer
+	// MinCertValidity is the certificate validity required when the plan has
+	// no min-certs-expiration-in-day annotation.
+	MinCertValidity time.Duration
+	// Deadlines bound every wait.
+	Deadlines Deadlines
+}
+
+// Deadlines bound waits that could otherwise last forever; each is measured
+// from when the plan entered the waiting phase.
+type Deadlines struct {
+	// MissingObject: a Version, Setting or image the plan refers to does not
+	// exist.
+	MissingObject time.Duration
+	// Kubelet: a node's kubelet cannot be read for the disk-space check.
+	Kubelet time.Duration
+	// Repo: the repo is not serving.
+	Repo time.Duration
+	// Metadata: the release metadata cannot be fetched from the repo.
+	Metadata time.Duration
+	// Reboot: a node does not come back with the new OS after its upgrade
+	// (measured from when the node started waiting for it).
+	Reboot time.Duration
+}
+
+// DefaultConfig returns the production configuration without the parts that
+// need a cluster connection (Kubelet) or a build (Version).
+func DefaultConfig() Config {
+	return Config{
+		ToolkitRepository:  v1beta1.DefaultUpgradeToolkitRepository,
+		Version:            "dev",
+		JobServiceAccount:  "harvester",
+		PlanServiceAccount: "system-upgrade-controller",
+		RepoURL: func(namespace, service string) string {
+			return fmt.Sprintf("http://%s.%s.svc/harvester-iso/", service, namespace)
+		},
+		DialCerts:       preflight.DialCerts,
+		MinCertValidity: v1beta1.DefaultMinCertsExpirationInDay * 24 * time.Hour,
+		Deadlines: Deadlines{
+			MissingObject: 5 * time.Minute,
+			Kubelet:       3 * time.Minute,
+			Repo:          15 * time.Minute,
+			Metadata:      10 * time.Minute,
+			Reboot:        45 * time.Minute,
+		},
+	}
+}
+
+// ToolkitImage is the image every workload of the plan runs.
+func (c *Config) ToolkitImage(p *v1beta1.UpgradePlan) string {
+	repo, tag := c.ToolkitImageParts(p)
+	return repo + ":" + tag
+}
+
+// ToolkitImageParts returns the toolkit image's repository, from the plan's
+// annotation or the default, and its tag: spec.upgrade, else the target
+// release, else the manager's own version.
+func (c *Config) ToolkitImageParts(p *v1beta1.UpgradePlan) (repository, tag string) {
+	repository = c.ToolkitRepository
+	if r := p.Annotations[v1beta1.AnnotationUpgradeToolkitImage]; r != "" {
+		repository = r
+	}
+	tag = c.Version
+	switch {
+	case p.Spec.Upgrade != nil && *p.Spec.Upgrade != "":
+		tag = *p.Spec.Upgrade
+	case p.Status.ReleaseMetadata != nil && p.Status.ReleaseMetadata.Harvester != "":
+		tag = p.Status.ReleaseMetadata.Harvester
+	}
+	return repository, tag
+}

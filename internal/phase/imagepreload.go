@@ -1,0 +1,171 @@
+package phase
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
+	"github.com/harvester/upgrade-toolkit/internal/names"
+	"github.com/harvester/upgrade-toolkit/internal/release"
+)
+
+// nodePlanDeadline bounds each node's Job of a system-upgrade-controller
+// Plan: importing a release's image archives takes minutes on SSDs and much
+// longer on spinning disks.
+const nodePlanDeadline = 3600
+
+// ImagePreload loads the new release's container images onto every node
+// before anything is upgraded, with a system-upgrade-controller Plan.
+type ImagePreload struct{}
+
+// Name implements Phase.
+func (ImagePreload) Name() string { return v1beta1.StepImagePreload }
+
+// Gate checks that the cluster may upgrade from its version to the release's
+// (no downgrade, the minimum upgradable version, the prerelease and
+// development build rules), unless spec.force says otherwise.
+func (ImagePreload) Gate(s *Scope) string {
+	if s.Plan.Forced() {
+		return ""
+	}
+	rm, prev := s.Plan.Status.ReleaseMetadata, s.Plan.Status.PreviousVersion
+	if rm == nil || prev == nil {
+		return "the upgrade eligibility cannot be checked: the running or the target version is unknown"
+	}
+	if err := release.CheckEligibility(*prev, rm.Harvester, rm.MinUpgradableVersion, true); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// PreloadConcurrency resolves spec.imagePreloadOption.concurrency against the
+// number of nodes: 0 means all at once, a positive value is capped at the
+// node count, a negative value skips the preload (returned as -1).
+func PreloadConcurrency(requested, nodes int) int {
+	switch {
+	case requested < 0:
+		return -1
+	case requested == 0 || requested > nodes:
+		return nodes
+	}
+	return requested
+}
+
+// Run implements Phase.
+func (ImagePreload) Run(ctx context.Context, s *Scope) (Result, error) {
+	nodes, err := managedNodes(ctx, s)
+	if err != nil {
+		return Result{}, err
+	}
+	concurrency := PreloadConcurrency(s.Plan.PreloadConcurrency(), len(nodes))
+	if concurrency < 0 {
+		s.Event(corev1.EventTypeNormal, v1beta1.EventImagePreloadSkipped, "Image preloading skipped: spec.imagePreloadOption.concurrency is negative")
+		return Done(), nil
+	}
+	if err := ensureNodePlan(ctx, s, names.ImagePreloadPlan(s.Plan.Name), v1beta1.ComponentImagePreload,
+		int64(concurrency), []string{"upgrade-toolkit", "node", "prepare"}); err != nil {
+		return Result{}, err
+	}
+	return trackNodePlan(ctx, s, nodes, nodePlanStates{
+		plan:      names.ImagePreloadPlan(s.Plan.Name),
+		component: v1beta1.ComponentImagePreload,
+		running:   v1beta1.NodeStateImagePreloading,
+		done:      v1beta1.NodeStateImagePreloaded,
+		failed:    v1beta1.NodeStateImagePreloadFailed,
+		what:      "preloading images",
+	})
+}
+
+// ensureNodePlan creates the system-upgrade-controller Plan that runs a
+// command on every managed node, or brings an existing one back to what the
+// plan wants (e.g. a changed concurrency).
+func ensureNodePlan(ctx context.Context, s *Scope, name, component string, concurrency int64, command []string) error {
+	repo, tag := s.Config.ToolkitImageParts(s.Plan)
+	want := cluster.NewSUCPlan(cluster.CattleNamespace, name, cluster.SUCPlanSpec{
+		Concurrency:        concurrency,
+		DeadlineSeconds:    nodePlanDeadline,
+		NodeSelector:       map[string]string{cluster.LabelManagedNode: "true"},
+		ServiceAccountName: s.Config.PlanServiceAccount,
+		Image:              repo,
+		Version:            tag,
+		Command:            command,
+		Env:                []corev1.EnvVar{{Name: "HARVESTER_UPGRADEPLAN_NAME", Value: s.Plan.Name}},
+	})
+	plan := &upgradev1.Plan{}
+	if err := s.ensure(ctx, want, plan, component, want.Spec, func() { plan.Spec = want.Spec }); err != nil {
+		return fmt.Errorf("ensuring system-upgrade-controller Plan %s/%s: %w", want.Namespace, name, err)
+	}
+	return nil
+}
+
+// nodePlanStates says how a node Plan's Jobs map to node states.
+type nodePlanStates struct {
+	plan, component       string
+	running, done, failed v1beta1.NodeUpgradeState
+	what                  string
+}
+
+// trackNodePlan records each node's state from the Plan's Jobs (or, for Jobs
+// already garbage-collected, from the label SUC leaves on a node that
+// finished), fails the plan if a node failed, and is done when all are.
+func trackNodePlan(ctx context.Context, s *Scope, nodes []corev1.Node, m nodePlanStates) (Result, error) {
+	var jobs batchv1.JobList
+	if err := s.Client.List(ctx, &jobs, client.InNamespace(cluster.CattleNamespace),
+		client.MatchingLabels{v1beta1.LabelUpgradePlan: s.Plan.Name, v1beta1.LabelUpgradeComponent: m.component}); err != nil {
+		return Result{}, fmt.Errorf("listing the Jobs of Plan %s/%s: %w", cluster.CattleNamespace, m.plan, err)
+	}
+	sucPlan := &upgradev1.Plan{}
+	if _, err := s.get(ctx, cluster.CattleNamespace, m.plan, sucPlan); err != nil {
+		return Result{}, err
+	}
+	byNode := map[string]*batchv1.Job{}
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		node := cluster.SUCJobNode(j.Labels)
+		// Keep the newest Job per node: SUC replaces a Job when the plan changes.
+		if prev, ok := byNode[node]; !ok || j.CreationTimestamp.After(prev.CreationTimestamp.Time) {
+			byNode[node] = j
+		}
+	}
+	var failure string
+	for _, n := range nodes {
+		if h := sucPlan.Status.LatestHash; h != "" && n.Labels[cluster.LabelSUCPlanNode(m.plan)] == h {
+			s.setNodeState(n.Name, m.done, "", "")
+			continue
+		}
+		j, ok := byNode[n.Name]
+		if !ok {
+			continue
+		}
+		switch state, reason, msg := JobOutcome(j); state {
+		case JobSucceeded:
+			s.setNodeState(n.Name, m.done, "", "")
+		case JobFailed:
+			s.setNodeState(n.Name, m.failed, reason, msg)
+			if failure == "" {
+				failure = s.jobFailure(ctx, fmt.Sprintf("%s on node %s failed", m.what, n.Name), j, reason, msg)
+			}
+		default:
+			s.setNodeState(n.Name, m.running, "", "")
+		}
+	}
+	if failure != "" {
+		return Fail("%s", failure), nil
+	}
+	var pending []string
+	for _, n := range nodes {
+		if s.nodeState(n.Name) != m.done {
+			pending = append(pending, n.Name)
+		}
+	}
+	if len(pending) == 0 {
+		return Done(), nil
+	}
+	return Wait("%s: %d of %d nodes done; waiting for %s", m.what, len(nodes)-len(pending), len(nodes), list(pending)), nil
+}

@@ -1,0 +1,179 @@
+package phase
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/preflight"
+)
+
+// Initialize records what the upgrade starts from (the Version snapshot, the
+// running Harvester version, whether the cluster has a single node) and runs
+// the pre-flight checks that must pass before anything is disrupted.
+type Initialize struct{}
+
+// Name implements Phase.
+func (Initialize) Name() string { return v1beta1.StepInitialize }
+
+// Run implements Phase.
+func (Initialize) Run(ctx context.Context, s *Scope) (Result, error) {
+	for _, step := range []func(context.Context, *Scope) (Result, error){
+		snapshotVersion, recordPreviousVersion, detectSingleNode, checkDiskSpace, checkCerts,
+	} {
+		if r, err := step(ctx, s); err != nil || !r.Done {
+			return r, err
+		}
+	}
+	return Done(), nil
+}
+
+// snapshotVersion copies the Version's ISO URL and checksum into the status,
+// once, so later edits of the Version do not change a running upgrade.
+func snapshotVersion(ctx context.Context, s *Scope) (Result, error) {
+	st := &s.Plan.Status
+	if s.Plan.Spec.Image != nil || st.Version != nil {
+		return Done(), nil
+	}
+	name := ptr.Deref(s.Plan.Spec.Version, "")
+	v := &harvesterv1beta1.Version{}
+	found, err := s.get(ctx, cluster.HarvesterNamespace, name, v)
+	if err != nil {
+		return Result{}, err
+	}
+	if !found {
+		return s.boundedWait(s.Config.Deadlines.MissingObject,
+			fmt.Sprintf("waiting for Version %s/%s to exist", cluster.HarvesterNamespace, name),
+			fmt.Sprintf("Version %s/%s does not exist: create it, or create a new plan that names an existing Version or image", cluster.HarvesterNamespace, name)), nil
+	}
+	if v.Spec.ISOURL == "" {
+		return Fail("Version %s/%s has no spec.isoURL: set the URL of the release ISO and create a new plan", v.Namespace, v.Name), nil
+	}
+	st.Version = &v1beta1.VersionSnapshot{ISOURL: v.Spec.ISOURL, ISOChecksum: v.Spec.ISOChecksum}
+	return Done(), nil
+}
+
+// recordPreviousVersion records the running Harvester version.
+func recordPreviousVersion(ctx context.Context, s *Scope) (Result, error) {
+	if s.Plan.Status.PreviousVersion != nil {
+		return Done(), nil
+	}
+	setting := &harvesterv1beta1.Setting{}
+	found, err := s.get(ctx, "", cluster.ServerVersionSetting, setting)
+	if err != nil {
+		return Result{}, err
+	}
+	value := setting.Value
+	if value == "" {
+		value = setting.Default
+	}
+	if !found || value == "" {
+		return s.boundedWait(s.Config.Deadlines.MissingObject,
+			"waiting for the Harvester setting server-version to report the running version",
+			"the Harvester setting server-version is missing or empty, so the running version is unknown: check that Harvester is healthy"), nil
+	}
+	s.Plan.Status.PreviousVersion = &value
+	return Done(), nil
+}
+
+// detectSingleNode records the only managed node of a single-node cluster.
+func detectSingleNode(ctx context.Context, s *Scope) (Result, error) {
+	nodes, err := managedNodes(ctx, s)
+	if err != nil {
+		return Result{}, err
+	}
+	switch len(nodes) {
+	case 0:
+		return Fail("no node carries the label %s=true: this does not look like a Harvester cluster", cluster.LabelManagedNode), nil
+	case 1:
+		s.Plan.Status.SingleNode = &nodes[0].Name
+	default:
+		s.Plan.Status.SingleNode = nil
+	}
+	return Done(), nil
+}
+
+// managedNodes lists the nodes Harvester manages.
+func managedNodes(ctx context.Context, s *Scope) ([]corev1.Node, error) {
+	var nodes corev1.NodeList
+	if err := s.Client.List(ctx, &nodes, client.MatchingLabels{cluster.LabelManagedNode: "true"}); err != nil {
+		return nil, fmt.Errorf("listing managed nodes: %w", err)
+	}
+	return nodes.Items, nil
+}
+
+// checkDiskSpace makes sure preloading the new images does not push any
+// node past its kubelet's image garbage collection threshold. A kubelet that
+// cannot be read is retried until a deadline before the plan fails.
+func checkDiskSpace(ctx context.Context, s *Scope) (Result, error) {
+	if v, ok := s.Plan.Annotations[v1beta1.AnnotationSkipGCThresholdCheck]; ok {
+		skip, err := strconv.ParseBool(v)
+		if err != nil {
+			return Fail("annotation %s has the value %q: use \"true\" or \"false\"", v1beta1.AnnotationSkipGCThresholdCheck, v), nil
+		}
+		if skip {
+			return Done(), nil
+		}
+	}
+	nodes, err := managedNodes(ctx, s)
+	if err != nil {
+		return Result{}, err
+	}
+	var disks []preflight.NodeDisk
+	var unreachable []string
+	for _, n := range nodes {
+		d, err := preflight.GatherNodeDisk(ctx, s.Config.Kubelet, n.Name)
+		if err != nil {
+			unreachable = append(unreachable, err.Error())
+			continue
+		}
+		disks = append(disks, d)
+	}
+	if problems := preflight.DiskSpace(disks, preflight.NewImagesSize); len(problems) > 0 {
+		return Fail("pre-flight check failed: %s", strings.Join(problems, "; ")), nil
+	}
+	if len(unreachable) > 0 {
+		return s.boundedWait(s.Config.Deadlines.Kubelet,
+			"retrying the disk-space check: "+strings.Join(unreachable, "; "),
+			"pre-flight disk-space check could not read every kubelet: "+strings.Join(unreachable, "; ")+
+				"; make the nodes' kubelets reachable, or set the annotation "+v1beta1.AnnotationSkipGCThresholdCheck+": \"true\" to skip the check"), nil
+	}
+	return Done(), nil
+}
+
+// checkCerts makes sure the API server's certificates stay valid long enough
+// for the upgrade.
+func checkCerts(ctx context.Context, s *Scope) (Result, error) {
+	minValidity := s.Config.MinCertValidity
+	if v, ok := s.Plan.Annotations[v1beta1.AnnotationMinCertsExpirationInDay]; ok {
+		days, err := strconv.Atoi(v)
+		if err != nil || days <= 0 {
+			return Fail("annotation %s has the value %q: use a whole number of days greater than 0", v1beta1.AnnotationMinCertsExpirationInDay, v), nil
+		}
+		minValidity = time.Duration(days) * 24 * time.Hour
+	}
+	addrs, err := preflight.APIServerAddresses(ctx, s.Client)
+	if err != nil {
+		return Result{}, err
+	}
+	certs, errs := preflight.GatherServedCerts(ctx, s.Config.DialCerts, addrs)
+	if msg := preflight.CertExpiry(certs, s.Clock.Now(), minValidity); msg != "" {
+		return Fail("pre-flight check failed: %s", msg), nil
+	}
+	if len(certs) == 0 {
+		return s.boundedWait(s.Config.Deadlines.Kubelet,
+			"retrying the certificate check: "+errors.Join(errs...).Error(),
+			"pre-flight certificate check could not reach the API server: "+errors.Join(errs...).Error()), nil
+	}
+	return Done(), nil
+}

@@ -1,0 +1,165 @@
+package phase
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+)
+
+// JobState is where a Job stands.
+type JobState int
+
+// The Job states.
+const (
+	JobPending JobState = iota
+	JobRunning
+	JobSuspended
+	JobSucceeded
+	JobFailed
+)
+
+// JobOutcome reads a Job's state from its status; for a failed Job, reason
+// and message are those of its Failed condition.
+func JobOutcome(j *batchv1.Job) (state JobState, reason, message string) {
+	for _, c := range j.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			return JobSucceeded, c.Reason, c.Message
+		case batchv1.JobFailed:
+			return JobFailed, c.Reason, c.Message
+		}
+	}
+	switch {
+	case ptr.Deref(j.Spec.Suspend, false):
+		return JobSuspended, "", ""
+	case j.Status.Active > 0 || j.Status.StartTime != nil:
+		return JobRunning, "", ""
+	}
+	return JobPending, "", ""
+}
+
+// jobTTL keeps finished Jobs, and their logs, for a week.
+const jobTTL = 7 * 24 * 3600
+
+// JobSpec is what a toolkit Job runs.
+type JobSpec struct {
+	Name      string
+	Component string
+	// Labels are added to the Job and its pod on top of the plan's labels.
+	Labels map[string]string
+	// Node pins the pod to a node; empty lets the scheduler choose.
+	Node string
+	// Privileged runs the container privileged with the host's PID
+	// namespace and root file system at /host.
+	Privileged bool
+	Command    []string
+	Env        []corev1.EnvVar
+	// Suspend creates the Job suspended.
+	Suspend bool
+	// BackoffLimit is how often a failed pod is retried.
+	BackoffLimit int32
+	// DeadlineSeconds bounds the Job's run time.
+	DeadlineSeconds int64
+}
+
+// newJob builds a Job in harvester-system running the toolkit image.
+func (s *Scope) newJob(js JobSpec) *batchv1.Job {
+	labels := Labels(s.Plan.Name, js.Component)
+	for k, v := range js.Labels {
+		labels[k] = v
+	}
+	c := corev1.Container{
+		Name:            "apply",
+		Image:           s.Config.ToolkitImage(s.Plan),
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         js.Command,
+		Env:             append([]corev1.EnvVar{{Name: "HARVESTER_UPGRADEPLAN_NAME", Value: s.Plan.Name}}, js.Env...),
+		// The jobs run upgrade tools that need root inside the container.
+		SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](0)},
+	}
+	pod := corev1.PodSpec{
+		RestartPolicy:      corev1.RestartPolicyNever,
+		ServiceAccountName: s.Config.JobServiceAccount,
+		Tolerations:        cluster.UpgradeTolerations(),
+		NodeName:           js.Node,
+		Containers:         []corev1.Container{c},
+	}
+	if js.Privileged {
+		pod.HostPID = true
+		pod.Containers[0].SecurityContext.Privileged = ptr.To(true)
+		pod.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "host-root", MountPath: "/host"}}
+		pod.Volumes = []corev1.Volume{{Name: "host-root", VolumeSource: corev1.VolumeSource{
+			HostPath: &corev1.HostPathVolumeSource{Path: "/", Type: ptr.To(corev1.HostPathDirectory)},
+		}}}
+	}
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: js.Name, Labels: labels},
+		Spec: batchv1.JobSpec{
+			Suspend:                 ptr.To(js.Suspend),
+			BackoffLimit:            ptr.To(js.BackoffLimit),
+			ActiveDeadlineSeconds:   ptr.To(js.DeadlineSeconds),
+			TTLSecondsAfterFinished: ptr.To[int32](jobTTL),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       pod,
+			},
+		},
+	}
+}
+
+// logTail is how many lines of a failed Job's log a failure message quotes.
+const logTail = 10
+
+// jobFailure describes a failed Job for the plan's failure message: what
+// failed, the Job's own reason, the last lines of its log when the API
+// offers them, and where to look.
+func (s *Scope) jobFailure(ctx context.Context, what string, j *batchv1.Job, reason, message string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: Job %s/%s failed", what, j.Namespace, j.Name)
+	if reason != "" || message != "" {
+		fmt.Fprintf(&b, " (%s: %s)", reason, message)
+	}
+	if logs := s.lastLogLines(ctx, j); logs != "" {
+		fmt.Fprintf(&b, "; last log lines:\n%s", logs)
+	}
+	fmt.Fprintf(&b, "\nsee `kubectl -n %s logs job/%s` for the whole log", j.Namespace, j.Name)
+	return b.String()
+}
+
+// lastLogLines returns the end of the log of the Job's newest pod, or "" when
+// there is none to read.
+func (s *Scope) lastLogLines(ctx context.Context, j *batchv1.Job) string {
+	if s.Kube == nil {
+		return ""
+	}
+	pods, err := s.Kube.CoreV1().Pods(j.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: batchv1.JobNameLabel + "=" + j.Name,
+	})
+	if err != nil || len(pods.Items) == 0 {
+		return ""
+	}
+	newest := pods.Items[0]
+	for _, p := range pods.Items[1:] {
+		if p.CreationTimestamp.After(newest.CreationTimestamp.Time) {
+			newest = p
+		}
+	}
+	raw, err := s.Kube.CoreV1().Pods(j.Namespace).GetLogs(newest.Name, &corev1.PodLogOptions{
+		TailLines: ptr.To[int64](logTail),
+	}).DoRaw(ctx)
+	if err != nil {
+		return ""
+	}
+	return string(bytes.TrimRight(raw, "\n"))
+}

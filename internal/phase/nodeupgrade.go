@@ -1,0 +1,430 @@
+package phase
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/names"
+	"github.com/harvester/upgrade-toolkit/internal/nodestate"
+)
+
+// Bounds of the node Jobs.
+const (
+	// nodeJobDeadline covers evacuating a node's VMs, or writing the new OS.
+	nodeJobDeadline = 2 * 3600
+	// restoreJobDeadline covers restore-vm's own 30-minute wait for KubeVirt.
+	restoreJobDeadline = 35 * 60
+)
+
+// NodeUpgrade upgrades the nodes one at a time. On a multi-node cluster it
+// hands the rollout of RKE2 to Rancher, whose drain hooks run the toolkit's
+// pre-drain (evacuate VMs) and post-drain (upgrade the OS and reboot) Jobs;
+// a single-node cluster is upgraded by one Job.
+type NodeUpgrade struct{}
+
+// Name implements Phase.
+func (NodeUpgrade) Name() string { return v1beta1.StepNodeUpgrade }
+
+// Run implements Phase.
+func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
+	nodes, err := managedNodes(ctx, s)
+	if err != nil {
+		return Result{}, err
+	}
+	singleNode := s.Plan.Status.SingleNode != nil
+	// Nodes the preload skipped or missed start from ImagePreloaded.
+	for _, n := range nodes {
+		if s.nodeState(n.Name) == "" {
+			s.setNodeState(n.Name, v1beta1.NodeStateImagePreloaded, "", "")
+		}
+	}
+	if recorded, err := recordNodeUpgradeSettings(ctx, s, singleNode); err != nil || recorded {
+		return Wait("recording the settings the node upgrade changes, before changing them"), err
+	}
+	if err := applyNodeUpgradeSettings(ctx, s, singleNode); err != nil {
+		return Result{}, err
+	}
+
+	obs, err := observeNodes(ctx, s, nodes, singleNode)
+	if err != nil {
+		return Result{}, err
+	}
+	decisions := nodestate.Decide(obs.nodes, singleNode)
+	var failure string
+	for _, n := range obs.nodes {
+		d := decisions[n.Name]
+		// A decision to stay, with nothing to say, keeps what is recorded
+		// (e.g. how the node's VM restore went).
+		if d.State != n.State || d.Reason != "" || d.Message != "" {
+			s.setNodeState(n.Name, d.State, d.Reason, d.Message)
+		}
+		if d.State != n.State && nodestate.Upgraded(d.State) {
+			s.Event(corev1.EventTypeNormal, v1beta1.EventNodeRebootVerified, "Node %s rebooted into %s", n.Name, s.Plan.Status.ReleaseMetadata.OS)
+		}
+		if d.StartJob != "" {
+			if err := s.create(ctx, s.nodeJob(d.StartJob, n.Name), v1beta1.ComponentNodeUpgrade); err != nil {
+				return Result{}, err
+			}
+		}
+		if err := setPendingOSImage(ctx, s, n.Name, d.State == v1beta1.NodeStateWaitingReboot); err != nil {
+			return Result{}, err
+		}
+		if d.State.IsFailure() && failure == "" {
+			failure = s.nodeFailure(ctx, n.Name, d, obs)
+		}
+	}
+	if failure != "" {
+		return Fail("%s", failure), nil
+	}
+	restoring, err := restoreVMs(ctx, s, nodes, obs)
+	if err != nil {
+		return Result{}, err
+	}
+	return nodeUpgradeProgress(s, nodes, obs, restoring), nil
+}
+
+// recordNodeUpgradeSettings records, before anything is changed, the
+// settings the node upgrade changes and, on a multi-node cluster, the
+// provisionGeneration it will give Rancher. It reports whether it recorded
+// anything new, in which case the caller ends the pass so the record is
+// written before any change is made.
+func recordNodeUpgradeSettings(ctx context.Context, s *Scope, singleNode bool) (bool, error) {
+	saved := ensureSaved(s.Plan)
+	recorded := false
+	if saved.LonghornReplicaReplenishmentWaitInterval == nil {
+		v, found, err := cluster.LonghornSetting(ctx, s.Client, cluster.LonghornReplicaReplenishmentWaitInterval)
+		if err != nil {
+			return false, err
+		}
+		if found {
+			saved.LonghornReplicaReplenishmentWaitInterval, recorded = &v, true
+		}
+	}
+	if saved.DeschedulerEnabled == nil {
+		enabled, found, err := cluster.AddonEnabled(ctx, s.Client, cluster.KubeSystemNamespace, cluster.DeschedulerAddon)
+		if err != nil {
+			return false, err
+		}
+		if found {
+			saved.DeschedulerEnabled, recorded = &enabled, true
+		}
+	}
+	if !singleNode && s.Plan.Status.ProvisionGeneration == nil {
+		// The generation to bump must be fresh: a stale one could be a value
+		// Rancher already rolled, and then nothing would happen.
+		cl, err := cluster.LocalCluster(ctx, s.APIReader)
+		if err != nil {
+			return false, err
+		}
+		strategy, err := cluster.UpgradeStrategyJSON(cl)
+		if err != nil {
+			return false, err
+		}
+		gen := int64(1)
+		if cl.Spec.RKEConfig != nil {
+			gen = cl.Spec.RKEConfig.ProvisionGeneration + 1
+		}
+		s.Plan.Status.ProvisionGeneration = &gen
+		saved.Rancher = &v1beta1.SavedRancher{UpgradeStrategy: strategy}
+		recorded = true
+	}
+	return recorded, nil
+}
+
+// applyNodeUpgradeSettings makes the recorded changes; each is idempotent.
+func applyNodeUpgradeSettings(ctx context.Context, s *Scope, singleNode bool) error {
+	saved := s.Plan.Status.SavedSettings
+	if saved.LonghornReplicaReplenishmentWaitInterval != nil {
+		if err := cluster.SetLonghornSetting(ctx, s.Client, cluster.LonghornReplicaReplenishmentWaitInterval,
+			cluster.UpgradeReplicaReplenishmentWaitInterval); err != nil {
+			return err
+		}
+	}
+	if ptr.Deref(saved.DeschedulerEnabled, false) {
+		if err := cluster.SetAddonEnabled(ctx, s.Client, cluster.KubeSystemNamespace, cluster.DeschedulerAddon, false); err != nil {
+			return err
+		}
+	}
+	if singleNode {
+		return nil
+	}
+	return cluster.RollNodes(ctx, s.Client, s.Plan.Status.ReleaseMetadata.Kubernetes, *s.Plan.Status.ProvisionGeneration)
+}
+
+// observation is what one pass saw of the nodes.
+type observation struct {
+	nodes []nodestate.Node
+	// jobs holds the plan's node Jobs by type and node.
+	jobs map[string]map[string]*batchv1.Job
+	// postDrainPending names machine-plan Secrets Rancher has not finished.
+	postDrainPending []string
+	// rebootDeadline is when the first node waiting for its reboot is
+	// overdue; zero when none waits.
+	rebootDeadline time.Time
+}
+
+// observeNodes gathers, for each node, what the state machine decides on.
+func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode bool) (*observation, error) {
+	obs := &observation{jobs: map[string]map[string]*batchv1.Job{}}
+	var jobs batchv1.JobList
+	if err := s.Client.List(ctx, &jobs, client.InNamespace(cluster.HarvesterNamespace),
+		client.MatchingLabels{v1beta1.LabelUpgradePlan: s.Plan.Name, v1beta1.LabelUpgradeComponent: v1beta1.ComponentNodeUpgrade}); err != nil {
+		return nil, fmt.Errorf("listing node Jobs: %w", err)
+	}
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		t := j.Labels[v1beta1.LabelJobType]
+		if obs.jobs[t] == nil {
+			obs.jobs[t] = map[string]*batchv1.Job{}
+		}
+		obs.jobs[t][j.Labels[v1beta1.LabelNode]] = j
+	}
+
+	requests := map[string]*corev1.Secret{}
+	if !singleNode {
+		var secrets corev1.SecretList
+		if err := s.Client.List(ctx, &secrets, client.InNamespace(cluster.FleetLocalNamespace)); err != nil {
+			return nil, fmt.Errorf("listing Rancher's machine-plan Secrets: %w", err)
+		}
+		for i := range secrets.Items {
+			sec := &secrets.Items[i]
+			if sec.Type != cluster.MachinePlanSecretType {
+				continue
+			}
+			if sec.Annotations[cluster.AnnotationRancherPostDrain] != "" {
+				obs.postDrainPending = append(obs.postDrainPending, sec.Name)
+			}
+			node, err := cluster.NodeOfMachine(ctx, s.Client, sec.Labels[cluster.LabelMachineName])
+			if err != nil || node == "" {
+				continue // a Machine without a node has nothing for us to drain
+			}
+			requests[node] = sec
+		}
+	}
+
+	os := s.Plan.Status.ReleaseMetadata.OS
+	for _, n := range nodes {
+		st := s.Plan.Status.NodeUpgradeStatuses[n.Name]
+		o := nodestate.Node{
+			Name:              n.Name,
+			State:             st.State,
+			Paused:            s.Plan.IsNodePaused(n.Name),
+			PreDrain:          jobOf(obs.jobs, v1beta1.JobTypePreDrain, n.Name),
+			PostDrain:         jobOf(obs.jobs, v1beta1.JobTypePostDrain, n.Name),
+			SingleNodeUpgrade: jobOf(obs.jobs, v1beta1.JobTypeSingleNodeUpgrade, n.Name),
+		}
+		if sec := requests[n.Name]; sec != nil {
+			o.PreDrainRequested = pending(sec, cluster.AnnotationRancherPreDrain, v1beta1.AnnotationPreHook)
+			o.PostDrainRequested = pending(sec, cluster.AnnotationRancherPostDrain, v1beta1.AnnotationPostHook)
+		}
+		ready := nodeReady(&n)
+		o.Rebooted = ready && n.Status.NodeInfo.OSImage == os
+		o.RebootReport = fmt.Sprintf("waiting for the node to come back with OS %q; it reports %q and Ready=%v", os, n.Status.NodeInfo.OSImage, ready)
+		if st.State == v1beta1.NodeStateWaitingReboot && st.LastTransitionTime != nil {
+			deadline := st.LastTransitionTime.Add(s.Config.Deadlines.Reboot)
+			o.RebootOverdue = !s.Clock.Now().Before(deadline)
+			if obs.rebootDeadline.IsZero() || deadline.Before(obs.rebootDeadline) {
+				obs.rebootDeadline = deadline
+			}
+		}
+		obs.nodes = append(obs.nodes, o)
+	}
+	return obs, nil
+}
+
+// pending reports whether Rancher's hook request is set and not yet
+// acknowledged.
+func pending(sec *corev1.Secret, request, ack string) bool {
+	v := sec.Annotations[request]
+	return v != "" && v != sec.Annotations[ack]
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// jobOf reads a node Job's status for the state machine.
+func jobOf(jobs map[string]map[string]*batchv1.Job, jobType, node string) nodestate.Job {
+	j := jobs[jobType][node]
+	if j == nil {
+		return nodestate.Job{}
+	}
+	switch state, reason, msg := JobOutcome(j); state {
+	case JobSucceeded:
+		return nodestate.Job{Status: nodestate.JobSucceeded}
+	case JobFailed:
+		return nodestate.Job{Status: nodestate.JobFailed, Reason: reason, Message: msg}
+	}
+	return nodestate.Job{Status: nodestate.JobRunning}
+}
+
+// nodeJob builds a node Job of the given type.
+func (s *Scope) nodeJob(jobType, node string) *batchv1.Job {
+	return s.newJob(JobSpec{
+		Name:      names.NodeJob(s.Plan.Name, jobType, node),
+		Component: v1beta1.ComponentNodeUpgrade,
+		Labels:    map[string]string{v1beta1.LabelJobType: jobType, v1beta1.LabelNode: node},
+		Node:      node,
+		// Evacuating, upgrading the OS and rebooting need the host.
+		Privileged: true,
+		Command:    []string{"upgrade-toolkit", "node", jobType},
+		Env: []corev1.EnvVar{
+			{Name: "HARVESTER_UPGRADE_NODE_NAME", Value: node},
+			{Name: "HARVESTER_UPGRADE_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		},
+		BackoffLimit:    2,
+		DeadlineSeconds: nodeJobDeadline,
+	})
+}
+
+// setPendingOSImage marks a node that waits to reboot into the new OS with
+// the OS image it must report, and unmarks it otherwise.
+func setPendingOSImage(ctx context.Context, s *Scope, node string, waiting bool) error {
+	n := &corev1.Node{}
+	if found, err := s.get(ctx, "", node, n); err != nil || !found {
+		return err
+	}
+	want := ""
+	if waiting {
+		want = s.Plan.Status.ReleaseMetadata.OS
+	}
+	if n.Annotations[v1beta1.AnnotationPendingOSImage] == want {
+		return nil
+	}
+	before := n.DeepCopy()
+	if want == "" {
+		delete(n.Annotations, v1beta1.AnnotationPendingOSImage)
+	} else {
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[v1beta1.AnnotationPendingOSImage] = want
+	}
+	if err := s.Client.Patch(ctx, n, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("annotating node %s with %s: %w", node, v1beta1.AnnotationPendingOSImage, err)
+	}
+	return nil
+}
+
+// nodeFailure describes a failed node for the plan's failure message.
+func (s *Scope) nodeFailure(ctx context.Context, node string, d nodestate.Decision, obs *observation) string {
+	jobType := map[v1beta1.NodeUpgradeState]string{
+		v1beta1.NodeStatePreDrainFailed:          v1beta1.JobTypePreDrain,
+		v1beta1.NodeStatePostDrainFailed:         v1beta1.JobTypePostDrain,
+		v1beta1.NodeStateSingleNodeUpgradeFailed: v1beta1.JobTypeSingleNodeUpgrade,
+	}[d.State]
+	what := fmt.Sprintf("upgrading node %s failed in %s", node, d.State)
+	if j := obs.jobs[jobType][node]; j != nil && d.Reason != "RebootTimeout" {
+		return s.jobFailure(ctx, what, j, d.Reason, d.Message)
+	}
+	return fmt.Sprintf("%s: %s; no further node is drained: check the node, then delete this plan", what, d.Message)
+}
+
+// restoreVMs starts, for each node back from its reboot, a Job that restarts
+// the VMs shut down for it, and reports on each node how that goes. A slow
+// or failed restore never holds up the next node. It returns the nodes whose
+// restore still runs.
+func restoreVMs(ctx context.Context, s *Scope, nodes []corev1.Node, obs *observation) ([]string, error) {
+	if !s.Plan.RestoreVMEnabled() {
+		return nil, nil
+	}
+	cm := &corev1.ConfigMap{}
+	found, err := s.get(ctx, cluster.HarvesterNamespace, names.RestoreVMConfigMap(s.Plan.Name), cm)
+	if err != nil || !found {
+		return nil, err
+	}
+	var running []string
+	for _, n := range nodes {
+		st := s.Plan.Status.NodeUpgradeStatuses[n.Name]
+		if !nodestate.Upgraded(st.State) || strings.TrimSpace(cm.Data[n.Name]) == "" || n.Labels[cluster.LabelWitnessNode] != "" {
+			continue
+		}
+		j := obs.jobs[v1beta1.JobTypeRestoreVM][n.Name]
+		if j == nil {
+			job := s.newJob(JobSpec{
+				Name:            names.NodeJob(s.Plan.Name, v1beta1.JobTypeRestoreVM, n.Name),
+				Component:       v1beta1.ComponentNodeUpgrade,
+				Labels:          map[string]string{v1beta1.LabelJobType: v1beta1.JobTypeRestoreVM, v1beta1.LabelNode: n.Name},
+				Command:         []string{"upgrade-toolkit", "restore-vm", "--node", n.Name, "--upgrade", s.Plan.Name},
+				BackoffLimit:    1,
+				DeadlineSeconds: restoreJobDeadline,
+			})
+			if err := s.create(ctx, job, v1beta1.ComponentNodeUpgrade); err != nil {
+				return nil, err
+			}
+			s.setNodeState(n.Name, st.State, "", "restoring the VMs shut down for the upgrade: "+cm.Data[n.Name])
+			running = append(running, n.Name)
+			continue
+		}
+		switch state, reason, msg := JobOutcome(j); state {
+		case JobSucceeded:
+			s.setNodeState(n.Name, st.State, "", "restored the VMs shut down for the upgrade: "+cm.Data[n.Name])
+		case JobFailed:
+			if s.setNodeState(n.Name, st.State, "RestoreVMFailed", fmt.Sprintf("restoring the VMs failed (%s: %s): start them by hand: %s", reason, msg, cm.Data[n.Name])) {
+				s.Event(corev1.EventTypeWarning, v1beta1.EventRestoreVMFailed, "Restoring VMs on node %s failed: Job %s/%s %s: %s", n.Name, j.Namespace, j.Name, reason, msg)
+			}
+		default:
+			running = append(running, n.Name)
+		}
+	}
+	return running, nil
+}
+
+// nodeUpgradeProgress says whether the phase is done and, if not, what it
+// waits for.
+func nodeUpgradeProgress(s *Scope, nodes []corev1.Node, obs *observation, restoring []string) Result {
+	var done, paused, todo []string
+	active := ""
+	for _, n := range nodes {
+		st := s.nodeState(n.Name)
+		switch {
+		case nodestate.Upgraded(st):
+			done = append(done, n.Name)
+		case st == v1beta1.NodeStateUpgradePaused && s.Plan.IsNodePaused(n.Name):
+			paused = append(paused, n.Name)
+		case nodestate.InDrainSlot(st) || st == v1beta1.NodeStateSingleNodeUpgrading:
+			active = fmt.Sprintf("upgrading node %s (%s)", n.Name, st)
+			todo = append(todo, n.Name)
+		default:
+			todo = append(todo, n.Name)
+		}
+	}
+	if len(done) == len(nodes) && len(obs.postDrainPending) == 0 && len(restoring) == 0 {
+		return Done()
+	}
+	parts := []string{fmt.Sprintf("%d of %d nodes upgraded", len(done), len(nodes))}
+	if active != "" {
+		parts = append(parts, active)
+	}
+	if len(paused) > 0 {
+		parts = append(parts, "node upgrade paused: "+list(paused))
+	}
+	if len(done) == len(nodes) && len(obs.postDrainPending) > 0 {
+		parts = append(parts, "waiting for Rancher to finish the last node (machine-plan Secret "+list(obs.postDrainPending)+" still has "+cluster.AnnotationRancherPostDrain+")")
+	} else if active == "" && len(paused) == 0 && len(todo) > 0 && s.Plan.Status.SingleNode == nil {
+		parts = append(parts, "waiting for Rancher to start on the next node ("+list(todo)+")")
+	}
+	if len(restoring) > 0 {
+		parts = append(parts, "restoring VMs on "+list(restoring))
+	}
+	r := Wait("%s", strings.Join(parts, "; "))
+	if !obs.rebootDeadline.IsZero() {
+		// Nothing changes when a reboot deadline passes: come back then.
+		r = r.After(max(obs.rebootDeadline.Sub(s.Clock.Now()), time.Second))
+	}
+	return r
+}

@@ -1,0 +1,129 @@
+package phase
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/pipeline"
+)
+
+// Labels are the labels of every object the plan creates for a component.
+func Labels(plan, component string) map[string]string {
+	return map[string]string{v1beta1.LabelUpgradePlan: plan, v1beta1.LabelUpgradeComponent: component}
+}
+
+// own labels obj as the plan's and makes the plan its controlling owner, so
+// that it is found, watched and garbage-collected with the plan.
+func (s *Scope) own(obj client.Object, component string) error {
+	l := obj.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	for k, v := range Labels(s.Plan.Name, component) {
+		l[k] = v
+	}
+	obj.SetLabels(l)
+	return controllerutil.SetControllerReference(s.Plan, obj, s.Client.Scheme())
+}
+
+// create creates an object the plan owns. An object that already exists
+// (created by an earlier pass whose status write was lost) is fine: names are
+// deterministic.
+func (s *Scope) create(ctx context.Context, obj client.Object, component string) error {
+	if err := s.own(obj, component); err != nil {
+		return err
+	}
+	err := s.Client.Create(ctx, obj)
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
+	}
+	return nil
+}
+
+// get reads an object from the cache; found is false when it does not exist.
+func (s *Scope) get(ctx context.Context, namespace, name string, obj client.Object) (found bool, err error) {
+	err = s.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// boundedWait waits for a condition until a deadline measured from when the
+// plan entered its current phase, then fails the plan. waiting says what it
+// waits for; failure says what went wrong and what to do.
+func (s *Scope) boundedWait(limit time.Duration, waiting, failure string) Result {
+	entered, ok := pipeline.EnteredAt(&s.Plan.Status, s.Plan.Status.CurrentPhase)
+	if !ok {
+		entered = s.Now()
+	}
+	left := entered.Add(limit).Sub(s.Clock.Now())
+	if left <= 0 {
+		return Fail("%s (gave up after %s)", failure, limit)
+	}
+	return Wait("%s (giving up in %s)", waiting, left.Round(time.Second)).After(min(left, 30*time.Second))
+}
+
+// specHashAnnotation records, on an object the plan manages, a hash of the
+// desired state it was last written with: the object is written again only
+// when that changes, never because the API server filled in defaults.
+const specHashAnnotation = v1beta1.Prefix + "spec-hash"
+
+func specHash(desired any) (string, error) {
+	b, err := json.Marshal(desired)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8]), nil
+}
+
+// ensure makes an object the plan owns match what the plan wants. It reads
+// the object into live; if it does not exist it creates want; if the
+// desired state (hashed) changed since it was last written, update brings
+// live to it and live is patched. A pass that changes nothing writes
+// nothing.
+func (s *Scope) ensure(ctx context.Context, want, live client.Object, component string, desired any, update func()) error {
+	hash, err := specHash(desired)
+	if err != nil {
+		return err
+	}
+	found, err := s.get(ctx, want.GetNamespace(), want.GetName(), live)
+	if err != nil {
+		return err
+	}
+	if !found {
+		want.SetAnnotations(withAnnotation(want.GetAnnotations(), specHashAnnotation, hash))
+		return s.create(ctx, want, component)
+	}
+	if live.GetAnnotations()[specHashAnnotation] == hash {
+		return nil
+	}
+	before := live.DeepCopyObject().(client.Object)
+	update()
+	live.SetAnnotations(withAnnotation(live.GetAnnotations(), specHashAnnotation, hash))
+	if err := s.own(live, component); err != nil {
+		return err
+	}
+	if err := s.Client.Patch(ctx, live, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("updating %T %s/%s: %w", live, live.GetNamespace(), live.GetName(), err)
+	}
+	return nil
+}
+
+func withAnnotation(a map[string]string, k, v string) map[string]string {
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[k] = v
+	return a
+}

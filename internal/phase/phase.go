@@ -1,0 +1,103 @@
+// Package phase holds the work of each pipeline step, one file per phase.
+// A phase's Run is called on every reconcile while the plan is in the phase's
+// active value; it gathers facts, decides with pure functions and applies
+// the result. It must be idempotent: any statement may be the last before the
+// process dies, and the next reconcile converges without doing anything twice
+// that matters.
+package phase
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+)
+
+// Phase is the work of one pipeline step.
+type Phase interface {
+	// Name is the step's name, as events call it ("ISODownload").
+	Name() string
+	// Run works towards completing the step and says how it stands. An
+	// error is transient: the reconcile is retried with backoff and the plan
+	// is marked Degraded meanwhile.
+	Run(ctx context.Context, s *Scope) (Result, error)
+}
+
+// Gate is implemented by phases that must pass a check before they are
+// entered; a non-empty result fails the plan with that message.
+type Gate interface {
+	Gate(s *Scope) string
+}
+
+// Result is where a phase stands after one Run.
+type Result struct {
+	// Done: the step's work is complete.
+	Done bool
+	// Failure, when not empty, fails the plan with this message.
+	Failure string
+	// Waiting says what the phase waits for (the Progressing message).
+	Waiting string
+	// RequeueAfter asks for another Run after this long even if nothing
+	// watched changes: for deadlines and things that cannot be watched.
+	RequeueAfter time.Duration
+}
+
+// Done is the result of a completed step.
+func Done() Result { return Result{Done: true} }
+
+// Fail is the result of a step that failed the plan.
+func Fail(format string, args ...any) Result { return Result{Failure: fmt.Sprintf(format, args...)} }
+
+// Wait is the result of a step that waits for something it watches.
+func Wait(format string, args ...any) Result { return Result{Waiting: fmt.Sprintf(format, args...)} }
+
+// After asks for another Run after d as well.
+func (r Result) After(d time.Duration) Result {
+	r.RequeueAfter = d
+	return r
+}
+
+// Event is a Kubernetes event to record on the plan once the pass's status
+// write has succeeded, so that a retried pass does not repeat it.
+type Event struct {
+	Type    string // corev1.EventTypeNormal or Warning
+	Reason  string
+	Message string
+}
+
+// Scope is what a phase works with during one reconcile.
+type Scope struct {
+	// Plan is the working copy; phases change its status. It is written once
+	// at the end of the reconcile, only if it changed.
+	Plan *v1beta1.UpgradePlan
+	// Client reads from the manager's cache and writes to the API server.
+	Client client.Client
+	// APIReader reads from the API server directly, for the few decisions
+	// that must not use a lagging cache.
+	APIReader client.Reader
+	// Kube reaches subresources the controller-runtime client does not
+	// cover (pod logs, the node proxy).
+	Kube kubernetes.Interface
+	// Clock is the time source for every deadline.
+	Clock clock.PassiveClock
+	// Config is the manager's configuration.
+	Config *Config
+	// Log carries the plan and phase.
+	Log logr.Logger
+	// Events are recorded after the status write.
+	Events []Event
+}
+
+// Now returns the current time, truncated to the second the API stores.
+func (s *Scope) Now() time.Time { return s.Clock.Now().Truncate(time.Second) }
+
+// Event records an event for after the status write.
+func (s *Scope) Event(eventType, reason, format string, args ...any) {
+	s.Events = append(s.Events, Event{Type: eventType, Reason: reason, Message: fmt.Sprintf(format, args...)})
+}

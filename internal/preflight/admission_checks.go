@@ -1,0 +1,347 @@
+package preflight
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
+	"github.com/harvester/upgrade-toolkit/internal/helper"
+)
+
+// admitVersionOrImage: the release to upgrade to must exist. spec.image, when
+// set, is used instead of the Version.
+func admitVersionOrImage(p *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
+	var r AdmissionResult
+	switch {
+	case p.Spec.Image != nil:
+		path := admissionSpecPath.Child("image")
+		image := *p.Spec.Image
+		switch {
+		case strings.Contains(image, "/"):
+			r.Errors = append(r.Errors, field.Invalid(path, image,
+				"must be the plain name of a VirtualMachineImage in harvester-system, without a namespace"))
+		case !f.ImageExists:
+			r.Errors = append(r.Errors, admissionNotFound(path, image, fmt.Sprintf(
+				"no VirtualMachineImage %q in %s; upload or download the release ISO as an image there first "+
+					"(kubectl get virtualmachineimages -n %[2]s lists them)", image, cluster.HarvesterNamespace)))
+		}
+	case p.Spec.Version != nil:
+		if !f.VersionExists {
+			version := *p.Spec.Version
+			r.Errors = append(r.Errors, admissionNotFound(admissionSpecPath.Child("version"), version, fmt.Sprintf(
+				"no Version %q in %s; create it first (kubectl get versions.harvesterhci.io -n %[2]s lists them), "+
+					"or set spec.image to an image holding the release ISO", version, cluster.HarvesterNamespace)))
+		}
+	default:
+		r.Errors = append(r.Errors, field.Required(admissionSpecPath.Child("version"), "set spec.version or spec.image"))
+	}
+	return r
+}
+
+// admitNoOtherPlan: one upgrade at a time. Any plan that has not finished,
+// including one still waiting to start, holds the cluster.
+func admitNoOtherPlan(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
+	var r AdmissionResult
+	for _, o := range f.OtherPlans {
+		switch {
+		case o.DeletionTimestamp != nil && !o.IsFinished():
+			r.add(admissionRefuse("upgrade %q is being deleted and still cleaning up; wait until it is gone", o.Name))
+		case o.IsFinished():
+		case !o.IsStarted():
+			r.add(admissionRefuse("another upgrade %q is waiting to start; only one upgrade can run at a time: "+
+				"delete it (kubectl delete upgradeplan %[1]s) or wait until it has finished", o.Name))
+		default:
+			r.add(admissionRefuse("another upgrade %q is in progress (phase %s); only one upgrade can run at a time: "+
+				"wait until it reaches Succeeded or Failed", o.Name, o.Status.CurrentPhase))
+		}
+	}
+	return r
+}
+
+// admitNodesReady: every managed node is Ready and schedulable, so that each
+// can be drained and upgraded in turn.
+func admitNodesReady(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
+	managed := admissionManagedNodes(f.Nodes)
+	if len(managed) == 0 {
+		return admissionRefuse("no managed nodes found (label %s=true); is this a Harvester cluster?", cluster.LabelManagedNode)
+	}
+	var r AdmissionResult
+	for _, n := range managed {
+		if ready := admissionNodeReady(n); ready == nil || ready.Status != corev1.ConditionTrue {
+			r.add(admissionRefuse("node %q is not Ready%s; wait for it to be Ready or fix it before upgrading", n.Name, admissionNodeReadyDetail(ready)))
+		}
+		if n.Spec.Unschedulable {
+			r.add(admissionRefuse("node %q is cordoned (unschedulable); uncordon it (kubectl uncordon %[1]s) "+
+				"or take it out of maintenance mode before upgrading", n.Name))
+		}
+	}
+	return r
+}
+
+func admissionNodeReady(n corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func admissionNodeReadyDetail(c *corev1.NodeCondition) string {
+	switch {
+	case c == nil:
+		return " (it reports no Ready condition)"
+	case c.Message != "":
+		return fmt.Sprintf(" (%s: %s)", c.Reason, c.Message)
+	case c.Reason != "":
+		return fmt.Sprintf(" (%s)", c.Reason)
+	}
+	return ""
+}
+
+// admitClusterReady: Rancher's provisioning Cluster, which rolls RKE2 over
+// the nodes, exists and is ready.
+func admitClusterReady(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
+	name := cluster.FleetLocalNamespace + "/" + cluster.LocalClusterName
+	switch {
+	case f.Cluster == nil:
+		return admissionRefuse("provisioning cluster %s not found; the upgrade rolls the nodes through it, "+
+			"so Rancher must manage this cluster", name)
+	case !f.Cluster.Status.Ready:
+		detail := ""
+		if c := common.FindCondition(f.Cluster.Status.Conditions, cluster.ConditionReady); c != nil && c.Message != "" {
+			detail = " (" + c.Message + ")"
+		}
+		return admissionRefuse("provisioning cluster %s is not ready%s; wait for Rancher to finish provisioning", name, detail)
+	}
+	return AdmissionResult{}
+}
+
+// admitMachines: every CAPI Machine runs and Machines and Nodes match one to
+// one, or Rancher cannot drain and upgrade the nodes in turn.
+func admitMachines(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
+	var r AdmissionResult
+	for _, m := range f.Machines {
+		if m.Status.Phase != cluster.MachinePhaseRunning {
+			r.add(admissionRefuse("machine %s/%s is not running (phase %q); wait for it or repair its node", m.Namespace, m.Name, m.Status.Phase))
+		}
+	}
+	if len(f.Nodes) != len(f.Machines) {
+		r.add(admissionRefuse("node count (%d) does not match machine count (%d); every node needs exactly one CAPI machine in %s: "+
+			"check the cluster's provisioning (kubectl get machines.cluster.x-k8s.io -n %[3]s)",
+			len(f.Nodes), len(f.Machines), cluster.FleetLocalNamespace))
+	}
+	machineNode := map[string]string{} // machine name -> its nodeRef, "" when it has none
+	for _, m := range f.Machines {
+		if m.Status.NodeRef == nil || m.Status.NodeRef.Name == "" {
+			r.add(admissionRefuse("machine %s/%s has no node reference", m.Namespace, m.Name))
+			machineNode[m.Name] = ""
+			continue
+		}
+		machineNode[m.Name] = m.Status.NodeRef.Name
+	}
+	for _, n := range f.Nodes {
+		if n.Labels[cluster.LabelManagedNode] != "true" {
+			r.add(admissionRefuse("node %q is missing the %s=true label", n.Name, cluster.LabelManagedNode))
+		}
+		machine, ok := n.Annotations[cluster.AnnotationCAPIMachine]
+		if !ok {
+			r.add(admissionRefuse("node %q is missing the %s annotation", n.Name, cluster.AnnotationCAPIMachine))
+			continue
+		}
+		switch ref, exists := machineNode[machine]; {
+		case !exists:
+			r.add(admissionRefuse("node %q references machine %q which does not exist", n.Name, machine))
+		case ref != "" && ref != n.Name:
+			r.add(admissionRefuse("machine %q NodeRef.Name %q does not match node %q", machine, ref, n.Name))
+		}
+	}
+	return r
+}
+
+// admitLonghornHealthy: with three or more nodes every volume can be fully
+// replicated, so a degraded one means a replica is missing right now.
+func admitLonghornHealthy(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
+	if admissionWorkloadNodes(f.Nodes) < 3 {
+		return AdmissionResult{}
+	}
+	var degraded []string
+	for _, v := range f.Volumes {
+		if v.Status.Robustness == cluster.LonghornRobustnessDegraded {
+			degraded = append(degraded, admissionVolumeName(v))
+		}
+	}
+	if len(degraded) == 0 {
+		return AdmissionResult{}
+	}
+	return admissionRefuse("Longhorn volumes are degraded: %s; wait until all volumes are healthy before upgrading "+
+		"(kubectl get volumes.longhorn.io -n %s)", admissionNames(degraded), cluster.LonghornNamespace)
+}
+
+// admitSingleReplicaVolumes: on a multi-node cluster a volume with one
+// replica loses its data if its node fails while the nodes reboot in turn.
+// Volumes in use always block; detached ones unless the plan accepts it.
+func admitSingleReplicaVolumes(p *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
+	if admissionWorkloadNodes(f.Nodes) < 2 {
+		return AdmissionResult{}
+	}
+	var active, detached []string
+	for _, v := range f.Volumes {
+		if v.Spec.NumberOfReplicas != 1 {
+			continue
+		}
+		switch v.Status.State {
+		case cluster.LonghornVolumeCreating, cluster.LonghornVolumeAttaching, cluster.LonghornVolumeAttached:
+			active = append(active, admissionVolumeName(v))
+		default:
+			detached = append(detached, admissionVolumeName(v))
+		}
+	}
+	var r AdmissionResult
+	if len(active) > 0 {
+		r.add(admissionRefuse("active single-replica volumes found: %s; their workloads stop when the node reboots and the data "+
+			"has no other copy: shut the workloads down or give the volumes more replicas", admissionNames(active)))
+	}
+	if len(detached) == 0 {
+		return r
+	}
+	if p.Annotations[v1beta1.AnnotationSkipSingleReplicaDetachedVol] == "true" {
+		r.add(admissionWarn("detached single-replica volumes are not checked (%s=true): %s have no other copy if a node fails during the upgrade",
+			v1beta1.AnnotationSkipSingleReplicaDetachedVol, admissionNames(detached)))
+		return r
+	}
+	r.add(admissionRefuse("single-replica volumes found: %s; even detached, they have no other copy if a node fails during the upgrade: "+
+		"give them more replicas, or annotate the plan with %s=\"true\" to accept the risk",
+		admissionNames(detached), v1beta1.AnnotationSkipSingleReplicaDetachedVol))
+	return r
+}
+
+func admissionVolumeName(v longhornv1beta2.Volume) string {
+	if k := v.Status.KubernetesStatus; k.PVCName != "" {
+		return k.Namespace + "/" + k.PVCName
+	}
+	return "volume " + v.Name
+}
+
+// admitNoBackupRunning: a backup or snapshot in flight would be cut off when
+// its node reboots.
+func admitNoBackupRunning(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
+	var running []string
+	for _, b := range f.Backups {
+		s := b.Status
+		if s == nil || ((s.ReadyToUse == nil || !*s.ReadyToUse) && s.Error == nil) {
+			running = append(running, b.Namespace+"/"+b.Name)
+		}
+	}
+	if len(running) == 0 {
+		return AdmissionResult{}
+	}
+	return admissionRefuse("VM backups or snapshots are in progress: %s; wait until they have finished", admissionNames(running))
+}
+
+// admitBackupSchedulesSuspended: a schedule could start a backup mid-upgrade.
+func admitBackupSchedulesSuspended(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
+	var active []string
+	for _, s := range f.BackupSchedules {
+		if !s.Spec.Suspend && !s.Status.Suspended {
+			active = append(active, s.Namespace+"/"+s.Name)
+		}
+	}
+	if len(active) == 0 {
+		return AdmissionResult{}
+	}
+	return admissionRefuse("VM backup or snapshot schedules are active: %s; suspend them (spec.suspend: true) until the upgrade has finished",
+		admissionNames(active))
+}
+
+// admitVMsMigratable: on a multi-node cluster the VMs live-migrate away from
+// each node before it is drained. Those that cannot must be shut off first,
+// unless the plan lets the upgrade shut them down and restart them
+// (spec.restoreVM). On a single node every VM is shut down anyway.
+func admitVMsMigratable(p *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
+	stuck := helper.NonMigratableVMIs(f.VMIs, f.Nodes)
+	if admissionWorkloadNodes(f.Nodes) < 2 {
+		// Here every running VM is stuck: it has no other node to go to.
+		if len(stuck) > 0 && !p.RestoreVMEnabled() {
+			return admissionWarn("single-node cluster: all %d running VMs are shut down during the upgrade and stay off afterwards "+
+				"because spec.restoreVM is false", len(stuck))
+		}
+		return AdmissionResult{}
+	}
+	if len(stuck) == 0 {
+		return AdmissionResult{}
+	}
+	names := make([]string, 0, len(stuck))
+	for _, v := range stuck {
+		names = append(names, v.String())
+	}
+	if p.RestoreVMEnabled() {
+		return admissionWarn("these VMs cannot be live-migrated; each is shut down while its node is upgraded and restarted afterwards: %s",
+			admissionNames(names))
+	}
+	return AdmissionResult{Errors: field.ErrorList{field.Forbidden(admissionSpecPath.Child("restoreVM"), fmt.Sprintf(
+		"VMs that cannot be live-migrated must be shut off before the upgrade: %s; shut them down, "+
+			"or set spec.restoreVM: true to let the upgrade shut them down and restart them after their node is upgraded",
+		admissionNames(names)))}}
+}
+
+// admitManagedChartsReady: the upgrade replaces the charts; one that is not
+// ready now will not become ready by being upgraded.
+func admitManagedChartsReady(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
+	var r AdmissionResult
+	for _, c := range f.ManagedCharts {
+		ready := common.FindCondition(c.Status.Conditions, cluster.ConditionReady)
+		if ready != nil && ready.Status == string(corev1.ConditionTrue) {
+			continue
+		}
+		detail := ""
+		if ready != nil && ready.Message != "" {
+			detail = " (" + ready.Message + ")"
+		}
+		r.add(admissionRefuse("managed chart %s/%s is not ready%s; wait for it to be ready or fix it", c.Namespace, c.Name, detail))
+	}
+	return r
+}
+
+// admitAddonsSettled: an addon being enabled, disabled or updated (or stuck
+// after failing to) would race with the upgrade of its chart.
+func admitAddonsSettled(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
+	var r AdmissionResult
+	for _, a := range f.Addons {
+		state := a.Status.Status
+		switch {
+		case a.Spec.Enabled && state != cluster.AddonStateDeployed:
+			r.add(admissionRefuse("addon %s/%s is enabled but still on status %q; wait for it to be deployed or fix it", a.Namespace, a.Name, state))
+		case !a.Spec.Enabled && state != cluster.AddonStateInit && state != cluster.AddonStateDisabled:
+			r.add(admissionRefuse("addon %s/%s is disabled but still on status %q; wait for it to be disabled or fix it", a.Namespace, a.Name, state))
+		}
+	}
+	return r
+}
+
+// admitPauseNodesManaged: a paused name that is no managed node would never
+// be reached, and is most likely a typo.
+func admitPauseNodesManaged(p *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
+	return AdmissionResult{Errors: admissionPauseNodeErrors(p.PauseNodes(), nil, admissionNodeNames(admissionManagedNodes(f.Nodes)))}
+}
+
+// admissionPauseNodeErrors checks the entries of pauseNodes that are not in before
+// against the managed node names.
+func admissionPauseNodeErrors(pauseNodes, before, managed []string) field.ErrorList {
+	var errs field.ErrorList
+	for i, name := range pauseNodes {
+		if slices.Contains(before, name) || slices.Contains(managed, name) {
+			continue
+		}
+		errs = append(errs, admissionNotFound(admissionPauseNodesPath.Index(i), name,
+			fmt.Sprintf("is not a managed node of this cluster (managed nodes: %s)", admissionNames(managed))))
+	}
+	return errs
+}

@@ -1,0 +1,105 @@
+package preflight
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/utils/ptr"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+)
+
+func TestAdmitUpdate(t *testing.T) {
+	managed := []string{"n1", "n2", "n3"}
+	running := func(p *v1beta1.UpgradePlan) { p.Status.CurrentPhase = v1beta1.PhaseImagePreloading }
+	tests := []struct {
+		name   string
+		before func(p *v1beta1.UpgradePlan)
+		change func(p *v1beta1.UpgradePlan)
+		errs   []string
+		warns  []string
+	}{
+		{"pause a managed node while running", running,
+			func(p *v1beta1.UpgradePlan) {
+				p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{PauseNodes: []string{"n2"}}
+			}, nil, nil},
+		{"resume every node while running", func(p *v1beta1.UpgradePlan) {
+			running(p)
+			p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{PauseNodes: []string{"n2", "n3"}}
+		}, func(p *v1beta1.UpgradePlan) { p.Spec.NodeUpgradeOption = nil }, nil, nil},
+		{"pause an unknown node", running,
+			func(p *v1beta1.UpgradePlan) {
+				p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{PauseNodes: []string{"n1", "node-4"}}
+			}, []string{`spec.nodeUpgradeOption.pauseNodes[1]: Not found: "node-4": is not a managed node of this cluster (managed nodes: n1, n2, n3)`}, nil},
+		{"a paused node that has left the cluster does not block other changes", func(p *v1beta1.UpgradePlan) {
+			running(p)
+			p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{PauseNodes: []string{"gone"}}
+		}, func(p *v1beta1.UpgradePlan) {
+			p.Spec.NodeUpgradeOption.PauseNodes = []string{"gone", "n1"}
+			p.Finalizers = []string{v1beta1.FinalizerCleanup}
+		}, nil, nil},
+		{"change restoreVM while running", running, func(p *v1beta1.UpgradePlan) { p.Spec.RestoreVM = ptr.To(true) },
+			[]string{"spec.restoreVM: Forbidden: cannot be changed while the upgrade runs (phase ImagePreloading); only spec.nodeUpgradeOption.pauseNodes and the annotations can"}, nil},
+		{"change force while running", running, func(p *v1beta1.UpgradePlan) { p.Spec.Force = ptr.To(true) },
+			[]string{"spec.force: Forbidden: cannot be changed while the upgrade runs"}, []string{"spec.force is true"}},
+		{"change preload concurrency while running", running, func(p *v1beta1.UpgradePlan) {
+			p.Spec.ImagePreloadOption = &v1beta1.ImagePreloadOption{Concurrency: ptr.To(1)}
+		}, []string{"spec.imagePreloadOption: Forbidden: cannot be changed while the upgrade runs"}, nil},
+		{"change everything before it starts", nil, func(p *v1beta1.UpgradePlan) {
+			p.Spec.RestoreVM = ptr.To(true)
+			p.Spec.ImagePreloadOption = &v1beta1.ImagePreloadOption{Concurrency: ptr.To(1)}
+		}, nil, nil},
+		{"force before it starts warns", nil, func(p *v1beta1.UpgradePlan) { p.Spec.Force = ptr.To(true) }, nil, []string{"spec.force is true"}},
+		{"anything goes once finished", func(p *v1beta1.UpgradePlan) { p.Status.CurrentPhase = v1beta1.PhaseFailed }, func(p *v1beta1.UpgradePlan) {
+			p.Spec.RestoreVM = ptr.To(true)
+			p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{PauseNodes: []string{"gone"}}
+		}, nil, nil},
+		{"set a bad annotation", running, func(p *v1beta1.UpgradePlan) {
+			p.Annotations = map[string]string{v1beta1.AnnotationAllowDeletion: "yes"}
+		}, []string{`metadata.annotations[management.harvesterhci.io/allow-deletion]: Invalid value: "yes": must be "true" or "false"`}, nil},
+		{"set allow-deletion", running, func(p *v1beta1.UpgradePlan) {
+			p.Annotations = map[string]string{v1beta1.AnnotationAllowDeletion: "true"}
+		}, nil, []string{"allow-deletion=true: this plan can be deleted while it runs"}},
+		{"an old bad annotation is left alone", func(p *v1beta1.UpgradePlan) {
+			running(p)
+			p.Annotations = map[string]string{v1beta1.AnnotationMinCertsExpirationInDay: "soon", v1beta1.AnnotationSkipWebhook: "true"}
+		}, func(p *v1beta1.UpgradePlan) { p.Annotations["note"] = "x" }, nil, nil},
+		{"fixing a bad annotation is validated", func(p *v1beta1.UpgradePlan) {
+			p.Annotations = map[string]string{v1beta1.AnnotationMinCertsExpirationInDay: "soon"}
+		}, func(p *v1beta1.UpgradePlan) { p.Annotations[v1beta1.AnnotationMinCertsExpirationInDay] = "0" },
+			[]string{`Invalid value: "0": must be a whole number of days greater than 0`}, nil},
+		{"several faults at once", running, func(p *v1beta1.UpgradePlan) {
+			p.Spec.RestoreVM = ptr.To(true)
+			p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{PauseNodes: []string{"x"}}
+			p.Annotations = map[string]string{v1beta1.AnnotationUpgradeToolkitImage: "a:b"}
+		}, []string{"metadata.annotations[management.harvesterhci.io/upgrade-toolkit-image]", "pauseNodes[0]", "spec.restoreVM"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := testPlan()
+			if tt.before != nil {
+				tt.before(before)
+			}
+			after := before.DeepCopy()
+			tt.change(after)
+			r := AdmitUpdate(before, after, managed)
+			got := errorStrings(r)
+			if len(got) != len(tt.errs) {
+				t.Fatalf("errors %q; want %d: %q", got, len(tt.errs), tt.errs)
+			}
+			for i := range got {
+				if !strings.Contains(got[i], tt.errs[i]) {
+					t.Errorf("error %q does not contain %q", got[i], tt.errs[i])
+				}
+			}
+			if len(r.Warnings) != len(tt.warns) {
+				t.Fatalf("warnings %q; want %q", r.Warnings, tt.warns)
+			}
+			for i := range r.Warnings {
+				if !strings.Contains(r.Warnings[i], tt.warns[i]) {
+					t.Errorf("warning %q does not contain %q", r.Warnings[i], tt.warns[i])
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,37 @@
+package preflight
+
+import (
+	"crypto/x509"
+	"fmt"
+	"math"
+	"time"
+)
+
+// ServedCert is a certificate the API server presented at an address.
+type ServedCert struct {
+	Address string
+	Cert    *x509.Certificate
+}
+
+// CertExpiry checks that every certificate the API server serves stays valid
+// for at least minValidity. It returns a message about the earliest expiring
+// one that does not, or "" when all do.
+func CertExpiry(certs []ServedCert, now time.Time, minValidity time.Duration) string {
+	var earliest *ServedCert
+	for i := range certs {
+		if earliest == nil || certs[i].Cert.NotAfter.Before(earliest.Cert.NotAfter) {
+			earliest = &certs[i]
+		}
+	}
+	if earliest == nil || !earliest.Cert.NotAfter.Before(now.Add(minValidity)) {
+		return ""
+	}
+	left := earliest.Cert.NotAfter.Sub(now)
+	when := fmt.Sprintf("expires in %.1f days", left.Hours()/24)
+	if left <= 0 {
+		when = fmt.Sprintf("expired %.1f days ago", math.Abs(left.Hours()/24))
+	}
+	return fmt.Sprintf(
+		"the API server certificate %q served at %s %s (at %s), less than the required %.0f days: rotate the RKE2 certificates before upgrading, or lower the annotation management.harvesterhci.io/min-certs-expiration-in-day",
+		earliest.Cert.Subject.CommonName, earliest.Address, when, earliest.Cert.NotAfter.UTC().Format(time.RFC3339), minValidity.Hours()/24)
+}

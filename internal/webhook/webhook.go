@@ -1,0 +1,161 @@
+// Package webhook is the admission webhook of UpgradePlans: it refuses plans
+// that cannot succeed or would put data at risk, changes that a running
+// upgrade cannot take, and deletions at the wrong moment. It gathers facts
+// and asks internal/preflight for the verdict. The manager serves it over
+// TLS with certificates it issues and rotates itself.
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/manager"
+	"github.com/harvester/upgrade-toolkit/internal/preflight"
+)
+
+// Defaults of the manager's webhook flags, matching config/webhook.
+const (
+	DefaultServiceName       = "upgrade-toolkit-webhook-service"
+	DefaultConfigurationName = "upgrade-toolkit-validating-webhook-configuration"
+)
+
+// Setup adds the UpgradePlan webhook and its certificate rotation to the
+// manager, unless opts.Webhook.Enabled is false. The webhook is registered,
+// and its server started, once the certificates are in place and the
+// caBundle patched; until then the manager's readiness check fails.
+func Setup(mgr ctrl.Manager, opts manager.Options) error {
+	if !opts.Webhook.Enabled {
+		return nil
+	}
+	if opts.Namespace == "" || opts.Webhook.ServiceName == "" || opts.Webhook.ConfigurationName == "" || opts.Webhook.CertDir == "" {
+		return errors.New("the webhook needs the manager's namespace, its Service name, its ValidatingWebhookConfiguration name and a certificate directory")
+	}
+	certsReady, err := setupCertificates(mgr, opts)
+	if err != nil {
+		return err
+	}
+	served := make(chan struct{})
+	register := func() error {
+		err := ctrl.NewWebhookManagedBy(mgr).For(&v1beta1.UpgradePlan{}).
+			WithValidator(&planValidator{reader: mgr.GetAPIReader(), configuration: opts.Webhook.ConfigurationName}).
+			Complete()
+		close(served)
+		return err
+	}
+	if err := mgr.Add(&afterReady{ready: certsReady, run: register}); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("webhook", func(req *http.Request) error {
+		select {
+		case <-served:
+			return mgr.GetWebhookServer().StartedChecker()(req)
+		default:
+			return errors.New("the webhook's certificates are not in place yet")
+		}
+	})
+}
+
+// afterReady runs a function once ready is closed, on every replica.
+type afterReady struct {
+	ready <-chan struct{}
+	run   func() error
+}
+
+func (a *afterReady) Start(ctx context.Context) error {
+	select {
+	case <-a.ready:
+		return a.run()
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+func (a *afterReady) NeedLeaderElection() bool { return false }
+
+// The webhook configuration and the permissions its checks need.
+//
+// +kubebuilder:webhook:path=/validate-management-harvesterhci-io-v1beta1-upgradeplan,mutating=false,failurePolicy=fail,sideEffects=None,groups=management.harvesterhci.io,resources=upgradeplans,verbs=create;update;delete,versions=v1beta1,name=vupgradeplan.management.harvesterhci.io,admissionReviewVersions=v1,timeoutSeconds=30
+// +kubebuilder:rbac:groups=management.harvesterhci.io,resources=upgradeplans,verbs=get;list
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list
+// +kubebuilder:rbac:groups=harvesterhci.io,resources=versions;virtualmachineimages;virtualmachinebackups;schedulevmbackups;addons,verbs=get;list
+// +kubebuilder:rbac:groups=provisioning.cattle.io,resources=clusters,verbs=get;list
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list
+// +kubebuilder:rbac:groups=longhorn.io,resources=volumes,verbs=get;list
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list
+// +kubebuilder:rbac:groups=management.cattle.io,resources=managedcharts,verbs=get;list
+
+// planValidator admits UpgradePlans.
+type planValidator struct {
+	// reader goes to the API server: admission wants the current state.
+	reader client.Reader
+	// configuration is the ValidatingWebhookConfiguration, named in advice.
+	configuration string
+}
+
+var _ admission.CustomValidator = &planValidator{}
+
+func (v *planValidator) ValidateCreate(ctx context.Context, obj runtime.Object) (admission.Warnings, error) {
+	plan, err := asPlan(obj)
+	if err != nil {
+		return nil, err
+	}
+	var facts *preflight.AdmissionFacts
+	if !preflight.AdmissionChecksSkipped(plan) {
+		if facts, err = preflight.GatherAdmissionFacts(ctx, v.reader, plan); err != nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("reading the cluster's state to check the plan: %w; "+
+				"retry, or annotate the plan with %s=\"true\" to create it unchecked", err, v1beta1.AnnotationSkipWebhook))
+		}
+	}
+	return verdict(plan, preflight.AdmitCreate(plan, facts))
+}
+
+func (v *planValidator) ValidateUpdate(ctx context.Context, oldObj, newObj runtime.Object) (admission.Warnings, error) {
+	before, err := asPlan(oldObj)
+	if err != nil {
+		return nil, err
+	}
+	after, err := asPlan(newObj)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := preflight.AdmissionManagedNodeNames(ctx, v.reader)
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("reading the managed nodes to check pauseNodes: %w; retry", err))
+	}
+	return verdict(after, preflight.AdmitUpdate(before, after, nodes))
+}
+
+func (v *planValidator) ValidateDelete(_ context.Context, obj runtime.Object) (admission.Warnings, error) {
+	plan, err := asPlan(obj)
+	if err != nil {
+		return nil, err
+	}
+	return verdict(plan, preflight.AdmitDelete(plan, v.configuration))
+}
+
+func asPlan(obj runtime.Object) (*v1beta1.UpgradePlan, error) {
+	plan, ok := obj.(*v1beta1.UpgradePlan)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("expected an UpgradePlan, got %T", obj))
+	}
+	return plan, nil
+}
+
+// verdict turns a result into the answer: a 422 Invalid listing every
+// failure, with the warnings either way.
+func verdict(plan *v1beta1.UpgradePlan, r preflight.AdmissionResult) (admission.Warnings, error) {
+	if r.Allowed() {
+		return r.Warnings, nil
+	}
+	gk := v1beta1.GroupVersion.WithKind("UpgradePlan").GroupKind()
+	return r.Warnings, apierrors.NewInvalid(gk, plan.Name, r.Errors)
+}
