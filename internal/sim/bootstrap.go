@@ -60,7 +60,7 @@ func (s *Sim) bootstrap(ctx context.Context) error {
 		{obj: &harvesterv1beta1.Addon{
 			ObjectMeta: metav1.ObjectMeta{Namespace: cluster.KubeSystemNamespace, Name: cluster.DeschedulerAddon},
 			Spec:       harvesterv1beta1.AddonSpec{Repo: "http://harvester-cluster-repo.cattle-system.svc/charts", Chart: "descheduler", Version: "0.33.0", Enabled: true},
-		}, status: func(o client.Object) { o.(*harvesterv1beta1.Addon).Status.Status = "AddonDeploySuccessful" }},
+		}, status: func(o client.Object) { o.(*harvesterv1beta1.Addon).Status.Status = cluster.AddonStateDeployed }},
 	}
 	objs = append(objs, s.volumes()...)
 	for _, o := range objs {
@@ -207,7 +207,7 @@ func (s *Sim) createNode(ctx context.Context, name string, index int) error {
 			Spec:       capiv1beta1.MachineSpec{ClusterName: cluster.LocalClusterName},
 		}, status: func(o client.Object) {
 			o.(*capiv1beta1.Machine).Status = capiv1beta1.MachineStatus{
-				Phase:   "Running",
+				Phase:   cluster.MachinePhaseRunning,
 				NodeRef: &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: name},
 			}
 		}},
@@ -363,7 +363,7 @@ func (s *Sim) volumes() []statusObject {
 			},
 			status: func(o client.Object) {
 				o.(*longhornv1beta2.Volume).Status = longhornv1beta2.VolumeStatus{
-					State: "attached", Robustness: robustnessHealthy, CurrentNodeID: placed[0],
+					State: cluster.LonghornVolumeAttached, Robustness: robustnessHealthy, CurrentNodeID: placed[0],
 					KubernetesStatus: longhornv1beta2.KubernetesStatus{Namespace: "default", PVCName: pvc, PVName: name},
 				}
 			},

@@ -22,6 +22,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
+	"github.com/harvester/upgrade-toolkit/internal/preflight"
 )
 
 func TestConfigValidation(t *testing.T) {
@@ -215,6 +216,15 @@ func TestKubeletThroughNodeProxy(t *testing.T) {
 		}
 		if got := ptr.Deref(configz.KubeletConfig.ImageGCHighThresholdPercent, 0); got != want.ImageGCHighThresholdPercent {
 			t.Errorf("configz of %s: imageGCHighThresholdPercent %d, want %d", node, got, want.ImageGCHighThresholdPercent)
+		}
+	}
+	// The toolkit's disk-space gatherer reads them too.
+	for _, node := range s.Nodes() {
+		d, err := preflight.GatherNodeDisk(context.Background(), preflight.ProxyKubelet{Kube: cs}, node)
+		cfg := s.Config()
+		want := cfg.disk(node)
+		if err != nil || d.CapacityBytes != want.CapacityBytes || d.UsedBytes != want.UsedBytes || d.ImageGCHighThresholdPercent != int(want.ImageGCHighThresholdPercent) {
+			t.Errorf("preflight.GatherNodeDisk(%s) = %+v, %v; want %+v", node, d, err, want)
 		}
 	}
 	if len(ports) != 3 {

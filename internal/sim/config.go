@@ -20,8 +20,8 @@ type Config struct {
 	// Kubernetes (default v1.34.4+rke2r1) and OS (default "Harvester <Harvester>").
 	From v1beta1.ReleaseMetadata
 	// To is the release a Version object describes and the repo serves
-	// (default v1.8.0 with Kubernetes v1.35.2+rke2r1); unset fields are
-	// derived from To.Harvester.
+	// (default v1.8.0 with Kubernetes v1.35.2+rke2r1, minimum upgradable
+	// version v1.7.0); unset fields are derived from To.Harvester.
 	To v1beta1.ReleaseMetadata
 	// KubeVirtVersion is what the KubeVirt object reports (default v1.6.0).
 	KubeVirtVersion string
@@ -56,8 +56,9 @@ type Config struct {
 	// JobWork replaces the simulated work of a job type, e.g. with the real
 	// job command run in-process.
 	JobWork map[string]JobWork
-	// ReleaseTree is the content the repo serves under /harvester-iso/
-	// (paths without a leading slash). Nil: a minimal tree for From → To.
+	// ReleaseTree is the content the repo serves, by path relative to
+	// release.RepoRoot (e.g. releasetest.New().Files()). Nil: releasetest's
+	// ISO with the From and To versions.
 	ReleaseTree fs.FS
 }
 
@@ -117,7 +118,7 @@ func (c *Config) setDefaults() {
 		c.To.MonitoringChart = "108.0.2+up77.9.1-rancher.11"
 	}
 	if c.To.MinUpgradableVersion == "" {
-		c.To.MinUpgradableVersion = c.From.Harvester
+		c.To.MinUpgradableVersion = "v1.7.0"
 	}
 	if c.KubeVirtVersion == "" {
 		c.KubeVirtVersion = "v1.6.0"

@@ -1,21 +1,22 @@
 package sim
 
+import "github.com/harvester/upgrade-toolkit/internal/cluster"
+
 // Names that only the components the simulator plays use internally. The
 // ones the toolkit shares with them live in internal/cluster.
 const (
 	// system-upgrade-controller.
-	sucControllerName      = "system-upgrade-controller"
-	labelSUCController     = "upgrade.cattle.io/controller"
-	labelSUCVersion        = "upgrade.cattle.io/version"
-	labelSUCExclusive      = "upgrade.cattle.io/exclusive"
-	labelSUCPlanHashPrefix = "plan.upgrade.cattle.io/"
-	annotationSUCJobTTL    = "upgrade.cattle.io/ttl-seconds-after-finished"
-	sucJobTTLSeconds       = 900
-	sucJobBackoffLimit     = 2
-	sucJobDeadlineSeconds  = 600
-	sucCondValidated       = "Validated"
-	sucCondLatestResolved  = "LatestResolved"
-	sucCondComplete        = "Complete"
+	sucControllerName     = "system-upgrade-controller"
+	labelSUCController    = "upgrade.cattle.io/controller"
+	labelSUCVersion       = "upgrade.cattle.io/version"
+	labelSUCExclusive     = "upgrade.cattle.io/exclusive"
+	annotationSUCJobTTL   = "upgrade.cattle.io/ttl-seconds-after-finished"
+	sucJobTTLSeconds      = 900
+	sucJobBackoffLimit    = 2
+	sucJobDeadlineSeconds = 600
+	sucCondValidated      = "Validated"
+	sucCondLatestResolved = "LatestResolved"
+	sucCondComplete       = "Complete"
 
 	// Rancher.
 	labelMachineControlPlane = "rke.cattle.io/control-plane-role"
@@ -53,7 +54,7 @@ const (
 	// a volume's replicas live (real Longhorn keeps Replica objects).
 	annotationReplicaNodes = "sim.upgrade-toolkit.harvesterhci.io/replica-nodes"
 	robustnessHealthy      = "healthy"
-	robustnessDegraded     = "degraded"
+	robustnessDegraded     = cluster.LonghornRobustnessDegraded
 
 	// Harvester's image controller (CDI backend).
 	condImageInitialized     = "Initialized"

@@ -31,22 +31,20 @@ import (
 // command run in-process (JobEnv gives the environment its pod would have).
 type JobWork func(ctx context.Context, job *batchv1.Job) error
 
-// The Job controller's condition reasons and messages (Kubernetes 1.34).
+// The Job controller's failure reasons and messages (Kubernetes 1.34).
 const (
-	reasonCompletionsReached = "CompletionsReached"
-	messageCompletions       = "Reached expected number of succeeded pods"
-	reasonBackoffLimit       = "BackoffLimitExceeded"
-	messageBackoffLimit      = "Job has reached the specified backoff limit"
-	reasonDeadlineExceeded   = "DeadlineExceeded"
-	messageDeadlineExceeded  = "Job was active longer than specified deadline"
-	defaultBackoffLimit      = 6
+	reasonBackoffLimit      = "BackoffLimitExceeded"
+	messageBackoffLimit     = "Job has reached the specified backoff limit"
+	reasonDeadlineExceeded  = "DeadlineExceeded"
+	messageDeadlineExceeded = "Job was active longer than specified deadline"
 )
 
 // jobRunner plays the Job controller and the Jobs' pods: it runs each active
 // Job's work and writes the Job's status the way kube-controller-manager's
 // Job controller does, so that the API server's status validation accepts
-// it: startTime and active while running, then SuccessCriteriaMet or
-// FailureTarget, then Complete (with completionTime) or Failed.
+// it: startTime, active and ready while running (Suspended while suspended),
+// then SuccessCriteriaMet and Complete with completionTime, or FailureTarget
+// and Failed (written by cluster.MarkJobSucceeded and MarkJobFailed).
 type jobRunner struct {
 	s     *Sim
 	works map[string]JobWork
@@ -151,15 +149,6 @@ func (r *jobRunner) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	case jobCondition(job, batchv1.JobComplete) || jobCondition(job, batchv1.JobFailed):
 		r.stop(job.UID)
 		return reconcile.Result{}, nil
-	case jobCondition(job, batchv1.JobSuccessCriteriaMet):
-		// The pods are gone: the Job is complete.
-		job.Status.Conditions = append(job.Status.Conditions, jobCond(batchv1.JobComplete, reasonCompletionsReached, messageCompletions, now))
-		job.Status.CompletionTime = &now
-		return reconcile.Result{}, r.s.c.Status().Update(ctx, job)
-	case jobCondition(job, batchv1.JobFailureTarget):
-		reason, message := failureTarget(job)
-		job.Status.Conditions = append(job.Status.Conditions, jobCond(batchv1.JobFailed, reason, message, now))
-		return reconcile.Result{}, r.s.c.Status().Update(ctx, job)
 	case ptr.Deref(job.Spec.Suspend, false):
 		r.stop(job.UID)
 		return reconcile.Result{}, r.suspend(ctx, job, now)
@@ -177,34 +166,20 @@ func (r *jobRunner) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	if !done {
 		return reconcile.Result{}, nil
 	}
-	job.Status.Active, job.Status.Ready, job.Status.Terminating = 0, ptr.To[int32](0), ptr.To[int32](0)
+	// The pod is gone: nothing is ready or terminating any more.
+	job.Status.Ready, job.Status.Terminating = ptr.To[int32](0), ptr.To[int32](0)
 	if err == nil {
-		job.Status.Succeeded = 1
-		job.Status.Conditions = append(job.Status.Conditions, jobCond(batchv1.JobSuccessCriteriaMet, reasonCompletionsReached, messageCompletions, now))
-	} else {
-		reason, message := reasonBackoffLimit, messageBackoffLimit
-		var jf *jobFailure
-		if errors.As(err, &jf) && jf.reason == reasonDeadlineExceeded {
-			reason, message = reasonDeadlineExceeded, messageDeadlineExceeded
-		}
-		r.s.log.Info("job failed", "job", req.NamespacedName, "type", jt, "node", jobNode(job), "error", err.Error())
-		job.Status.Failed = ptr.Deref(job.Spec.BackoffLimit, defaultBackoffLimit) + 1
-		job.Status.Conditions = append(job.Status.Conditions, jobCond(batchv1.JobFailureTarget, reason, message, now))
+		cluster.MarkJobSucceeded(job, now)
+		return reconcile.Result{}, r.s.c.Status().Update(ctx, job)
 	}
+	reason, message := reasonBackoffLimit, messageBackoffLimit
+	var jf *jobFailure
+	if errors.As(err, &jf) && jf.reason == reasonDeadlineExceeded {
+		reason, message = reasonDeadlineExceeded, messageDeadlineExceeded
+	}
+	r.s.log.Info("job failed", "job", req.NamespacedName, "type", jt, "node", jobNode(job), "error", err.Error())
+	cluster.MarkJobFailed(job, reason, message, now)
 	return reconcile.Result{}, r.s.c.Status().Update(ctx, job)
-}
-
-func failureTarget(job *batchv1.Job) (string, string) {
-	for _, c := range job.Status.Conditions {
-		if c.Type == batchv1.JobFailureTarget {
-			return c.Reason, c.Message
-		}
-	}
-	return reasonBackoffLimit, messageBackoffLimit
-}
-
-func jobCond(t batchv1.JobConditionType, reason, message string, now metav1.Time) batchv1.JobCondition {
-	return batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: message, LastProbeTime: now, LastTransitionTime: now}
 }
 
 // markRunning sets the status of a Job whose pod runs; it reports whether

@@ -103,7 +103,7 @@ func (s *Sim) preDrainWork(ctx context.Context, job *batchv1.Job) error {
 		if hasDrainTaint(n) {
 			return false
 		}
-		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: cluster.TaintKubeVirtDrain, Value: "draining", Effect: corev1.TaintEffectNoSchedule})
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: cluster.TaintKubeVirtDrain, Value: cluster.KubeVirtDrainTaintValue, Effect: corev1.TaintEffectNoSchedule})
 		return true
 	}); err != nil {
 		return fmt.Errorf("tainting node %s: %w", node, err)

@@ -121,7 +121,7 @@ func (s *Sim) reconcileVM(ctx context.Context, req reconcile.Request) (reconcile
 				return reconcile.Result{}, err
 			}
 		}
-	case hasVMI && want != nil && *want && (vmi.Status.Phase == "Failed" || vmi.Status.Phase == "Succeeded"):
+	case hasVMI && want != nil && *want && (vmi.Status.Phase == cluster.VMIPhaseFailed || vmi.Status.Phase == cluster.VMIPhaseSucceeded):
 		// Restart a finished instance: delete it, the next pass creates it again.
 		return reconcile.Result{}, client.IgnoreNotFound(s.c.Delete(ctx, vmi))
 	}

@@ -10,20 +10,23 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/harvester/upgrade-toolkit/internal/release"
 )
 
 // repoServer serves a release tree over HTTP on loopback, standing in for
 // every repo Service of the cluster: http://<addr>/<namespace>/<service>/
 // harvester-iso/<path> is what http://<service>.<namespace>.svc/
 // harvester-iso/<path> would serve. Like a Service without ready endpoints,
-// a repo whose Service has none answers 503.
+// a repo whose Service has none answers 503. The release tree's paths are
+// relative to release.RepoRoot.
 type repoServer struct {
 	addr string
 	srv  *http.Server
 }
 
 // repoPrefix is where the repo serves the ISO's content.
-const repoPrefix = "harvester-iso/"
+var repoPrefix = strings.TrimPrefix(release.RepoRoot, "/")
 
 func startRepoServer(tree fs.FS, ready func(context.Context, types.NamespacedName) bool) (*repoServer, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -51,7 +54,7 @@ func startRepoServer(tree fs.FS, ready func(context.Context, types.NamespacedNam
 }
 
 func (r *repoServer) baseURL(namespace, service string) string {
-	return fmt.Sprintf("http://%s/%s/%s", r.addr, namespace, service)
+	return fmt.Sprintf("http://%s/%s/%s%s", r.addr, namespace, service, release.RepoRoot)
 }
 
 func (r *repoServer) stop() { _ = r.srv.Shutdown(context.Background()) }

@@ -80,7 +80,7 @@ func Start(ctx context.Context, restCfg *rest.Config, cfg Config) (*Sim, error) 
 	}
 	release := cfg.ReleaseTree
 	if release == nil {
-		release = minimalReleaseTree(cfg.From, cfg.To)
+		release = releaseTree(cfg.From, cfg.To)
 	}
 	if err := s.startKubelets(); err != nil {
 		return nil, err
@@ -200,9 +200,10 @@ func (s *Sim) Config() Config { return s.cfg }
 func (s *Sim) Informers() cache.Informers { return s.mgr.GetCache() }
 
 // RepoURL maps the repo Service <service> in <namespace> to the base URL of
-// the simulated repo, the counterpart of http://<service>.<namespace>.svc in
-// a cluster: the manager fetches <base>/harvester-iso/harvester-release.yaml.
-// The repo answers 503 until the Service has a ready endpoint.
+// the ISO content the simulated repo serves, the counterpart of
+// http://<service>.<namespace>.svc/harvester-iso/ in a cluster (it ends in
+// release.RepoRoot). The repo answers 503 until the Service has a ready
+// endpoint.
 func (s *Sim) RepoURL(namespace, service string) string { return s.repo.baseURL(namespace, service) }
 
 // KubeletIP returns the address the kubelets listen on, or nil without

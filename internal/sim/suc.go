@@ -127,7 +127,7 @@ func (s *Sim) reconcilePlan(ctx context.Context, req reconcile.Request) (reconci
 		switch {
 		case job.Labels[labelSUCVersion] != plan.Status.LatestVersion:
 		case jobCondition(job, batchv1.JobComplete):
-			if err := s.labelNodeApplied(ctx, plan, node, job.Labels[labelSUCPlanHashPrefix+plan.Name]); err != nil {
+			if err := s.labelNodeApplied(ctx, plan, node, job.Labels[cluster.LabelSUCPlanNode(plan.Name)]); err != nil {
 				return reconcile.Result{}, err
 			}
 			done[node] = true
@@ -237,7 +237,7 @@ func (s *Sim) selectNodes(ctx context.Context, plan *upgradev1.Plan, done map[st
 		return nil, fmt.Errorf("plan %s/%s: invalid nodeSelector: %w", plan.Namespace, plan.Name, err)
 	}
 	hasHost, _ := labels.NewRequirement(labelHostname, selection.Exists, nil)
-	notLatest, _ := labels.NewRequirement(labelSUCPlanHashPrefix+plan.Name, selection.NotIn, []string{"disabled", plan.Status.LatestHash})
+	notLatest, _ := labels.NewRequirement(cluster.LabelSUCPlanNode(plan.Name), selection.NotIn, []string{"disabled", plan.Status.LatestHash})
 	sel = sel.Add(*hasHost, *notLatest)
 	var nodes corev1.NodeList
 	if err := s.c.List(ctx, &nodes, client.MatchingLabelsSelector{Selector: sel}); err != nil {
@@ -281,10 +281,10 @@ func (s *Sim) labelNodeApplied(ctx context.Context, plan *upgradev1.Plan, node, 
 	}
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
 	return client.IgnoreNotFound(s.mutate(ctx, n, false, func() bool {
-		if n.Labels[labelSUCPlanHashPrefix+plan.Name] == hash {
+		if n.Labels[cluster.LabelSUCPlanNode(plan.Name)] == hash {
 			return false
 		}
-		n.Labels[labelSUCPlanHashPrefix+plan.Name] = hash
+		n.Labels[cluster.LabelSUCPlanNode(plan.Name)] = hash
 		return true
 	}))
 }
@@ -309,12 +309,12 @@ func (s *Sim) deletePlanJobs(ctx context.Context, plan types.NamespacedName, mat
 // sucJob is the Job SUC runs for the plan on the node.
 func (s *Sim) sucJob(plan *upgradev1.Plan, node *corev1.Node) *batchv1.Job {
 	jobLabels := map[string]string{
-		labelSUCController:                 sucControllerName,
-		labelSUCExclusive:                  fmt.Sprint(plan.Spec.Exclusive),
-		cluster.LabelSUCNode:               node.Name,
-		cluster.LabelSUCPlan:               plan.Name,
-		labelSUCVersion:                    plan.Status.LatestVersion,
-		labelSUCPlanHashPrefix + plan.Name: plan.Status.LatestHash,
+		labelSUCController:                  sucControllerName,
+		labelSUCExclusive:                   fmt.Sprint(plan.Spec.Exclusive),
+		cluster.LabelSUCNode:                node.Name,
+		cluster.LabelSUCPlan:                plan.Name,
+		labelSUCVersion:                     plan.Status.LatestVersion,
+		cluster.LabelSUCPlanNode(plan.Name): plan.Status.LatestHash,
 	}
 	for k, v := range plan.Labels {
 		if !strings.Contains(k, "cattle.io/") {

@@ -121,8 +121,8 @@ func TestSUCRunsOneJobPerNodeWithinConcurrency(t *testing.T) {
 		}
 		for k, v := range map[string]string{
 			cluster.LabelSUCPlan: plan.Name, labelSUCController: sucControllerName, labelSUCVersion: "v1.8.0",
-			labelSUCPlanHashPrefix + plan.Name: got.Status.LatestHash,
-			v1beta1.LabelUpgradePlan:           "up1", v1beta1.LabelUpgradeComponent: v1beta1.ComponentImagePreload,
+			cluster.LabelSUCPlanNode(plan.Name): got.Status.LatestHash,
+			v1beta1.LabelUpgradePlan:            "up1", v1beta1.LabelUpgradeComponent: v1beta1.ComponentImagePreload,
 		} {
 			if job.Labels[k] != v {
 				t.Errorf("job %s label %s=%q, want %q", job.Name, k, job.Labels[k], v)
@@ -139,7 +139,7 @@ func TestSUCRunsOneJobPerNodeWithinConcurrency(t *testing.T) {
 		}
 		n := &corev1.Node{}
 		get(t, client.ObjectKey{Name: node}, n)
-		if n.Labels[labelSUCPlanHashPrefix+plan.Name] != got.Status.LatestHash {
+		if n.Labels[cluster.LabelSUCPlanNode(plan.Name)] != got.Status.LatestHash {
 			t.Errorf("node %s not labelled as applied: %v", node, n.Labels)
 		}
 	}

@@ -15,10 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/release"
 )
 
 // repoObjects creates the repo Deployment and Service as the RepoCreate phase
@@ -72,7 +72,7 @@ func TestRepoDeploymentEndpointsAndContent(t *testing.T) {
 	base := s.RepoURL(svc.Namespace, svc.Name)
 
 	// Before the Deployment is available the repo does not answer.
-	if code, _ := httpGet(t, base+"/harvester-iso/harvester-release.yaml"); code != http.StatusServiceUnavailable {
+	if code, _ := httpGet(t, base+release.ReleaseFile); code != http.StatusServiceUnavailable {
 		t.Errorf("repo answered %d before its Deployment was available, want 503", code)
 	}
 	got := &appsv1.Deployment{}
@@ -98,27 +98,28 @@ func TestRepoDeploymentEndpointsAndContent(t *testing.T) {
 		t.Errorf("endpoint ports %+v, want the target port 8080", p)
 	}
 
-	code, body := httpGet(t, base+"/harvester-iso/harvester-release.yaml")
-	if code != http.StatusOK {
-		t.Fatalf("GET harvester-release.yaml: %d %s", code, body)
-	}
-	var rm v1beta1.ReleaseMetadata
-	if err := yaml.Unmarshal([]byte(body), &rm); err != nil {
+	// The toolkit's repo client reads the simulated repo.
+	rc, err := release.NewClient(base)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if rm.Harvester != "v1.8.0" || rm.OS != "Harvester v1.8.0" || rm.Kubernetes != "v1.35.2+rke2r1" || rm.MinUpgradableVersion != "v1.7.1" {
+	rm, err := rc.Release(context.Background())
+	if err != nil {
+		t.Fatalf("reading the release through the repo client: %v", err)
+	}
+	if rm.Harvester != "v1.8.0" || rm.OS != "Harvester v1.8.0" || rm.Kubernetes != "v1.35.2+rke2r1" || rm.MinUpgradableVersion != "v1.7.0" {
 		t.Errorf("release metadata %+v", rm)
 	}
-	for _, path := range []string{"bundle/metadata.yaml", "rootfs.squashfs", "bundle/harvester/images-lists-archive/v1.7.1/image_list_all.txt", "bundle/harvester/images-lists-archive/v1.8.0/image_list_all.txt"} {
-		if code, _ := httpGet(t, base+"/harvester-iso/"+path); code != http.StatusOK {
+	for _, path := range []string{release.BundleMetadataFile, release.RootfsFile, release.ImageListPath("v1.7.1"), release.ImageListPath(release.CurrentImageList)} {
+		if code, _ := httpGet(t, base+path); code != http.StatusOK {
 			t.Errorf("GET %s: %d", path, code)
 		}
 	}
-	_, list := httpGet(t, base+"/harvester-iso/bundle/harvester/images-lists-archive/v1.7.1/image_list_all.txt")
-	if !strings.Contains(list, "rancher/harvester-controller:v1.7.1") {
+	_, list := httpGet(t, base+release.ImageListPath("v1.7.1"))
+	if !strings.Contains(list, "rancher/harvester:v1.7.1") {
 		t.Errorf("previous image list: %s", list)
 	}
-	if code, _ := httpGet(t, s.RepoURL(svc.Namespace, "other-repo")+"/harvester-iso/harvester-release.yaml"); code != http.StatusServiceUnavailable {
+	if code, _ := httpGet(t, s.RepoURL(svc.Namespace, "other-repo")+release.ReleaseFile); code != http.StatusServiceUnavailable {
 		t.Errorf("a repo without a Service answered %d, want 503", code)
 	}
 
