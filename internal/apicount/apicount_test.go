@@ -41,7 +41,7 @@ func TestCounterCountsThroughTheTransport(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 	}
 	if got := c.Writes(); got[Key{"patch", "nodes"}] != 2 || len(got) != 1 {
 		t.Errorf("writes %v", got)

@@ -16,7 +16,6 @@ import (
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
-	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
@@ -240,6 +239,3 @@ func (h *harness) upgradeNode(plan, node string) {
 	h.waitAck(node, v1beta1.AnnotationPostHook, post)
 	h.rancherDone(node)
 }
-
-// conditionTrue reports whether a foreign condition list has type=True.
-func conditionTrue(conds []common.Condition, t string) bool { return common.IsTrue(conds, t) }

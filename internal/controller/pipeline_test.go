@@ -19,6 +19,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/release"
+	"github.com/harvester/upgrade-toolkit/internal/repo"
 )
 
 func TestPlanReachesClusterUpgraded(t *testing.T) {
@@ -209,6 +210,33 @@ func TestRepoUnreachableIsRetriedThenFails(t *testing.T) {
 	h.touch(p.Name)
 	p = h.waitPhase(p.Name, v1beta1.PhaseFailed)
 	if c := p.Condition(v1beta1.ConditionProgressing); !strings.Contains(c.Message, "could not read the release metadata from the repo") {
+		t.Errorf("failure %q", c.Message)
+	}
+}
+
+func TestRepoChecksumMismatchFailsThePlan(t *testing.T) {
+	h := newHarness(t)
+	h.harvester(2)
+	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+	h.waitPhase(p.Name, v1beta1.PhaseISODownloading)
+	h.setImported(names.ISOImage(p.Name), "True", "", "")
+	dep := &appsv1.Deployment{}
+	h.waitObject(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.Repo(p.Name)}, dep)
+	if got := strings.Join(dep.Spec.Template.Spec.Containers[0].Command, " "); !strings.Contains(got, "--sha512 abc123") {
+		t.Errorf("repo command %q does not pass the Version's checksum", got)
+	}
+	// The repo's pod, as the kubelet reports it after the server refused the ISO.
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: dep.Name + "-7d9f-x2x", Labels: repo.Labels(p.Name)},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: repo.ContainerName, Image: "x"}}},
+	}
+	h.must(h.c.Create(h.ctx(), pod))
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: repo.ContainerName, LastTerminationState: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: repo.ExitCodeChecksumMismatch, Message: "the ISO's SHA-512 is 1f2e..., expected abc123"}}}}
+	h.must(h.c.Status().Update(h.ctx(), pod))
+	t.Cleanup(func() { _ = h.c.Delete(h.ctx(), pod) })
+	p = h.waitPhase(p.Name, v1beta1.PhaseFailed)
+	if c := p.Condition(v1beta1.ConditionProgressing); !strings.Contains(c.Message, "cannot serve the release ISO: the ISO's SHA-512 is 1f2e..., expected abc123") {
 		t.Errorf("failure %q", c.Message)
 	}
 }

@@ -6,6 +6,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -218,11 +219,14 @@ func (r *PlanReconciler) writeStatus(ctx context.Context, stored *v1beta1.Upgrad
 	return res, runErr
 }
 
-// requeueOnConflict turns a write conflict (someone changed the plan since
+// conflictRetry is how soon a pass that lost a write race runs again.
+const conflictRetry = 100 * time.Millisecond
+
+// requeueOnConflict turns a write conflict (someone changed the object since
 // this pass read it) into a quiet retry.
 func requeueOnConflict(err error) (ctrl.Result, error) {
 	if apierrors.IsConflict(err) {
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
 	return ctrl.Result{}, err
 }

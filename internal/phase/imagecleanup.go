@@ -90,7 +90,7 @@ func staleImages(ctx context.Context, s *Scope, previous string) ([]string, *Res
 			"reading the image lists from the repo: "+err.Error(),
 			"could not read the image lists from the repo: "+err.Error())
 		r = r.After(min(r.RequeueAfter, repoPoll))
-		return nil, &r, nil
+		return nil, &r, nil //nolint:nilerr // an unreachable repo is waited for, not a reconcile error
 	}
 	return release.StaleImages(prevList, curList, release.RetainedImageNames), nil, nil
 }

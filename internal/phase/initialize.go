@@ -119,6 +119,7 @@ func checkDiskSpace(ctx context.Context, s *Scope) (Result, error) {
 	if v, ok := s.Plan.Annotations[v1beta1.AnnotationSkipGCThresholdCheck]; ok {
 		skip, err := strconv.ParseBool(v)
 		if err != nil {
+			//nolint:nilerr // a bad annotation fails the plan; it is not a reconcile error
 			return Fail("annotation %s has the value %q: use \"true\" or \"false\"", v1beta1.AnnotationSkipGCThresholdCheck, v), nil
 		}
 		if skip {
@@ -158,6 +159,7 @@ func checkCerts(ctx context.Context, s *Scope) (Result, error) {
 	if v, ok := s.Plan.Annotations[v1beta1.AnnotationMinCertsExpirationInDay]; ok {
 		days, err := strconv.Atoi(v)
 		if err != nil || days <= 0 {
+			//nolint:nilerr // a bad annotation fails the plan; it is not a reconcile error
 			return Fail("annotation %s has the value %q: use a whole number of days greater than 0", v1beta1.AnnotationMinCertsExpirationInDay, v), nil
 		}
 		minValidity = time.Duration(days) * 24 * time.Hour

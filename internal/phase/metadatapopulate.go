@@ -36,7 +36,7 @@ func (MetadataPopulate) Run(ctx context.Context, s *Scope) (Result, error) {
 		r := s.boundedWait(s.Config.Deadlines.Metadata,
 			"reading the release metadata from the repo: "+err.Error(),
 			"could not read the release metadata from the repo: "+err.Error())
-		return r.After(min(r.RequeueAfter, repoPoll)), nil
+		return r.After(min(r.RequeueAfter, repoPoll)), nil //nolint:nilerr // an unreachable repo is waited for
 	}
 	s.Plan.Status.ReleaseMetadata = rel.Metadata()
 	return Done(), nil

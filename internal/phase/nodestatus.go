@@ -1,8 +1,6 @@
 package phase
 
 import (
-	"slices"
-	"sort"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,18 +35,6 @@ func (s *Scope) setNodeState(node string, state v1beta1.NodeUpgradeState, reason
 // nodeState returns a node's current state.
 func (s *Scope) nodeState(node string) v1beta1.NodeUpgradeState {
 	return s.Plan.Status.NodeUpgradeStatuses[node].State
-}
-
-// nodesIn lists, sorted, the nodes whose state is one of states.
-func (s *Scope) nodesIn(states ...v1beta1.NodeUpgradeState) []string {
-	var out []string
-	for n, ns := range s.Plan.Status.NodeUpgradeStatuses {
-		if slices.Contains(states, ns.State) {
-			out = append(out, n)
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 // list joins names for a message.

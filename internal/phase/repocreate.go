@@ -62,8 +62,8 @@ func (RepoCreate) Run(ctx context.Context, s *Scope) (Result, error) {
 		return Result{}, err
 	}
 
-	if msg := repo.Failure(ctx, s.Client, p); msg != "" {
-		return Fail("the upgrade repo cannot serve the release ISO: %s", msg), nil
+	if msg, err := repoFailure(ctx, s); err != nil || msg != "" {
+		return Fail("the upgrade repo cannot serve the release ISO: %s", msg), err
 	}
 	if dep.Status.AvailableReplicas < 1 {
 		return s.boundedWait(s.Config.Deadlines.Repo,
@@ -96,6 +96,21 @@ func isoChecksum(ctx context.Context, s *Scope) string {
 		return ""
 	}
 	return img.Spec.Checksum
+}
+
+// repoFailure returns why the repo can never serve (a corrupt or truncated
+// ISO), as one of its pods reported when it gave up, or "".
+func repoFailure(ctx context.Context, s *Scope) (string, error) {
+	var pods corev1.PodList
+	if err := s.Client.List(ctx, &pods, client.InNamespace(cluster.HarvesterNamespace), client.MatchingLabels(repo.Labels(s.Plan.Name))); err != nil {
+		return "", fmt.Errorf("listing the repo's pods: %w", err)
+	}
+	for i := range pods.Items {
+		if msg, terminal := repo.TerminalFailure(&pods.Items[i]); terminal {
+			return msg, nil
+		}
+	}
+	return "", nil
 }
 
 // serviceHasReadyEndpoint reports whether any EndpointSlice of the Service

@@ -35,7 +35,7 @@ func SlotHolder(plans []v1beta1.UpgradePlan) *v1beta1.UpgradePlan {
 			}
 			return 1
 		}
-		if c := a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time); c != 0 {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
 			return c
 		}
 		return compareStrings(a.Name, b.Name)
