@@ -32,7 +32,10 @@ func clusterUpgradeJob(t *testing.T, plan string) *batchv1.Job {
 		},
 		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
-			Containers:    []corev1.Container{{Name: "apply", Image: "rancher/harvester-upgrade-toolkit:v1.8.0", Command: []string{"upgrade-toolkit", "cluster-upgrade"}}},
+			Containers: []corev1.Container{{
+				Name: "apply", Image: "rancher/harvester-upgrade-toolkit:v1.8.0", Command: []string{"upgrade-toolkit", "cluster-upgrade"},
+				Env: []corev1.EnvVar{{Name: "HARVESTER_UPGRADEPLAN_NAME", Value: plan}},
+			}},
 		}}},
 	}
 	if err := env.Client.Create(context.Background(), job); err != nil {
@@ -118,16 +121,19 @@ func TestJobRunnerFailsAndSuspends(t *testing.T) {
 }
 
 func TestJobWorkCanBeReplaced(t *testing.T) {
+	seen := make(chan string, 1)
 	cfg := Config{Nodes: 1, JobWork: map[string]JobWork{
 		JobClusterUpgrade: func(_ context.Context, job *batchv1.Job) error {
-			return errors.New("the real command failed for " + JobEnv(job)["HARVESTER_UPGRADEPLAN_NAME"])
+			seen <- JobEnv(job)["HARVESTER_UPGRADEPLAN_NAME"]
+			return errors.New("the real command failed")
 		},
 	}}
 	start(t, cfg)
 	createPlan(t, "up1", cfg)
-	job := clusterUpgradeJob(t, "up1")
-	job.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "HARVESTER_UPGRADEPLAN_NAME", Value: "up1"}}
-	waitJob(t, job, batchv1.JobFailed)
+	waitJob(t, clusterUpgradeJob(t, "up1"), batchv1.JobFailed)
+	if got := <-seen; got != "up1" {
+		t.Errorf("the work saw HARVESTER_UPGRADEPLAN_NAME=%q, want up1", got)
+	}
 	sv := &harvesterv1beta1.Setting{}
 	get(t, client.ObjectKey{Name: cluster.ServerVersionSetting}, sv)
 	if sv.Value != "v1.7.1" {
