@@ -61,7 +61,7 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock) error {
 		Watches(&upgradev1.Plan{}, byPlanLabel).
 		Watches(&harvesterv1beta1.VirtualMachineImage{}, handler.EnqueueRequestsFromMapFunc(r.plansOfImage)).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.plansOfEndpointSlice)).
-		Watches(&corev1.ConfigMap{}, byPlanLabel).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(planOfOwner)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
 			builder.WithPredicates(predicate.NewPredicateFuncs(isMachinePlan))).
@@ -78,6 +78,18 @@ func planOfLabel(_ context.Context, obj client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: p}}}
 	}
 	return nil
+}
+
+// planOfOwner maps an object owned by a plan (the restore-vm ConfigMap) to
+// the plan.
+func planOfOwner(_ context.Context, obj client.Object) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, o := range obj.GetOwnerReferences() {
+		if o.Kind == "UpgradePlan" && o.APIVersion == v1beta1.GroupVersion.String() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Name: o.Name}})
+		}
+	}
+	return reqs
 }
 
 // listPlans lists plans from the cache and keeps those f selects.
