@@ -84,6 +84,14 @@ bench: ## Run the benchmarks (see docs/benchmarks.md; the repo's compare with ng
 envtest: ## Provide etcd and kube-apiserver for envtest under bin/envtest (download, else build from source).
 	@hack/envtest.sh "$(ENVTEST_DIR)" "$(ENVTEST_K8S_VERSION)" "$(SETUP_ENVTEST_VERSION)" >/dev/null
 
+##@ Demo
+
+DEMO_ARGS ?=
+
+.PHONY: demo
+demo: envtest build ## Upgrade a simulated 3-node Harvester cluster end to end, live (DEMO_ARGS="--nodes 5 --fault pre-drain ...").
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(LOCALBIN)/upgrade-toolkit demo $(DEMO_ARGS)
+
 ##@ Build
 
 .PHONY: build

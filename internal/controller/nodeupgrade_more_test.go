@@ -75,7 +75,7 @@ func TestRestoreVM(t *testing.T) {
 	// The pre-drain work records the VMs it shuts down.
 	h.must(h.c.Create(h.ctx(), &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: names.RestoreVMConfigMap(p.Name),
-			Labels: map[string]string{v1beta1.LabelUpgradePlan: p.Name}},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1beta1.GroupVersion.String(), Kind: "UpgradePlan", Name: p.Name, UID: p.UID}}},
 		Data: map[string]string{"node-1": "default/vm-a,default/vm-b", "node-2": "default/vm-c"},
 	}))
 	h.upgradeNode(p.Name, "node-1")

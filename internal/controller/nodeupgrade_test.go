@@ -158,7 +158,7 @@ func (h *harness) waitCleanedUp(plan string) {
 func (h *harness) assertNothingLeft(plan string) {
 	h.t.Helper()
 	sel := client.MatchingLabels{v1beta1.LabelUpgradePlan: plan}
-	for _, l := range []client.ObjectList{&batchv1.JobList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{},
+	for _, l := range []client.ObjectList{&batchv1.JobList{}, &corev1.ServiceList{},
 		&upgradev1.PlanList{}, &harvesterv1beta1.VirtualMachineImageList{}} {
 		h.must(h.c.List(h.ctx(), l, sel))
 		if n := len(mustItems(l)); n != 0 {

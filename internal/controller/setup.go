@@ -22,6 +22,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
+	"github.com/harvester/upgrade-toolkit/internal/pipeline"
 	"github.com/harvester/upgrade-toolkit/internal/preflight"
 )
 
@@ -60,7 +61,7 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock) error {
 		Watches(&upgradev1.Plan{}, byPlanLabel).
 		Watches(&harvesterv1beta1.VirtualMachineImage{}, handler.EnqueueRequestsFromMapFunc(r.plansOfImage)).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.plansOfEndpointSlice)).
-		Watches(&corev1.ConfigMap{}, byPlanLabel).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(planOfOwner)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
 			builder.WithPredicates(predicate.NewPredicateFuncs(isMachinePlan))).
@@ -79,6 +80,18 @@ func planOfLabel(_ context.Context, obj client.Object) []reconcile.Request {
 	return nil
 }
 
+// planOfOwner maps an object owned by a plan (the restore-vm ConfigMap) to
+// the plan.
+func planOfOwner(_ context.Context, obj client.Object) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, o := range obj.GetOwnerReferences() {
+		if o.Kind == "UpgradePlan" && o.APIVersion == v1beta1.GroupVersion.String() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Name: o.Name}})
+		}
+	}
+	return reqs
+}
+
 // listPlans lists plans from the cache and keeps those f selects.
 func (r *PlanReconciler) listPlans(ctx context.Context, f func(*v1beta1.UpgradePlan) bool) []reconcile.Request {
 	var plans v1beta1.UpgradePlanList
@@ -94,8 +107,12 @@ func (r *PlanReconciler) listPlans(ctx context.Context, f func(*v1beta1.UpgradeP
 	return reqs
 }
 
-// waitingPlans maps a plan to the other plans queued behind it.
+// waitingPlans maps a plan that freed the upgrade slot (it finished and
+// cleaned up, or it is being deleted) to the plans queued behind it.
 func (r *PlanReconciler) waitingPlans(ctx context.Context, obj client.Object) []reconcile.Request {
+	if p, ok := obj.(*v1beta1.UpgradePlan); ok && pipeline.NeedsSlot(p) && p.DeletionTimestamp.IsZero() {
+		return nil
+	}
 	return r.listPlans(ctx, func(p *v1beta1.UpgradePlan) bool {
 		return p.Name != obj.GetName() && !p.IsStarted() && p.DeletionTimestamp.IsZero()
 	})

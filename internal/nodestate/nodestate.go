@@ -185,15 +185,12 @@ func Upgraded(s v1beta1.NodeUpgradeState) bool {
 }
 
 // Acknowledged says which of Rancher's drain-hook requests may be
-// acknowledged for a node in a state: pre-drain once the node's pre-drain
-// work succeeded (Rancher then drains it), post-drain once the node is back
-// with the new OS (Rancher then uncordons it and moves on). A failed node is
-// never acknowledged, so Rancher drains no further node.
+// acknowledged for a node in a state: pre-drain when the node's pre-drain
+// work has just succeeded (Rancher then drains it), post-drain when the node
+// is back with the new OS (Rancher then uncordons it and moves on). In any
+// other state a request stays unanswered and Rancher waits: a failed node,
+// or a node asked to drain again after its upgrade, is never drained without
+// its VMs being taken care of first.
 func Acknowledged(s v1beta1.NodeUpgradeState) (preDrain, postDrain bool) {
-	if s.IsFailure() {
-		return false, false
-	}
-	t, _ := s.Tier()
-	preDrained, _ := v1beta1.NodeStatePreDrained.Tier()
-	return t >= preDrained, Upgraded(s)
+	return s == v1beta1.NodeStatePreDrained, s == v1beta1.NodeStatePostDrained
 }

@@ -136,3 +136,12 @@ func TestEveryOrderOfEventsIsForwardOnly(t *testing.T) {
 		}
 	}
 }
+
+func TestAcknowledged(t *testing.T) {
+	for _, s := range append(v1beta1.AllNodeStates(), "") {
+		pre, post := Acknowledged(s)
+		if pre != (s == preDrained) || post != (s == postDrained) {
+			t.Errorf("Acknowledged(%q) = %v, %v", s, pre, post)
+		}
+	}
+}

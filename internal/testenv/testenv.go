@@ -1,6 +1,7 @@
 // Package testenv starts a real kube-apiserver and etcd (controller-runtime's
 // envtest) with the UpgradePlan CRD and the foreign-kind CRD fixtures
-// installed, for integration and end-to-end tests.
+// installed: the control plane of the integration and end-to-end tests, the
+// benchmarks and the demo.
 package testenv
 
 import (
@@ -8,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"io/fs"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,8 +23,11 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
+	"github.com/harvester/upgrade-toolkit/config/crd"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/test/crds"
 )
 
 // K8sVersion is the Kubernetes version of the envtest binaries; the
@@ -47,24 +53,56 @@ func RepoRoot() string {
 }
 
 // AssetsDir returns where the etcd and kube-apiserver binaries are:
-// $KUBEBUILDER_ASSETS, else the directory `make envtest` fills.
+// $KUBEBUILDER_ASSETS, else the directory `make envtest` fills, found from
+// the source tree (tests) or the working directory (the demo binary).
 func AssetsDir() (string, error) {
-	dir := os.Getenv("KUBEBUILDER_ASSETS")
-	if dir == "" {
-		dir = filepath.Join(RepoRoot(), "bin", "envtest", "k8s", fmt.Sprintf("%s-%s-%s", K8sVersion, runtime.GOOS, runtime.GOARCH))
+	candidates := []string{os.Getenv("KUBEBUILDER_ASSETS")}
+	if candidates[0] == "" {
+		rel := filepath.Join("bin", "envtest", "k8s", fmt.Sprintf("%s-%s-%s", K8sVersion, runtime.GOOS, runtime.GOARCH))
+		candidates = []string{filepath.Join(RepoRoot(), rel), rel}
 	}
-	for _, bin := range []string{"etcd", "kube-apiserver"} {
-		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
-			return "", fmt.Errorf("envtest binary %s not found in %s: run `make envtest` (or set KUBEBUILDER_ASSETS)", bin, dir)
+	for _, dir := range candidates {
+		if hasBinaries(dir) {
+			return dir, nil
 		}
 	}
-	return dir, nil
+	return "", fmt.Errorf("etcd and kube-apiserver not found in %s: run `make envtest` (or set KUBEBUILDER_ASSETS)", strings.Join(candidates, " or "))
 }
 
-// CRDDirs are the directories of CRDs installed into every test API server.
-func CRDDirs() []string {
-	root := RepoRoot()
-	return []string{filepath.Join(root, "config", "crd", "bases"), filepath.Join(root, "test", "crds")}
+func hasBinaries(dir string) bool {
+	for _, bin := range []string{"etcd", "kube-apiserver"} {
+		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// CRDs returns the CRDs installed into every API server: the toolkit's own
+// and the foreign-kind fixtures, as `make manifests` generated them.
+func CRDs() ([]*apiextv1.CustomResourceDefinition, error) {
+	var out []*apiextv1.CustomResourceDefinition
+	for _, fsys := range []fs.FS{crd.Bases, crds.Files} {
+		err := fs.WalkDir(fsys, ".", func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || filepath.Ext(path) != ".yaml" {
+				return err
+			}
+			data, err := fs.ReadFile(fsys, path)
+			if err != nil {
+				return err
+			}
+			c := &apiextv1.CustomResourceDefinition{}
+			if err := yaml.UnmarshalStrict(data, c); err != nil {
+				return fmt.Errorf("reading CRD %s: %w", path, err)
+			}
+			out = append(out, c)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // Namespaces the toolkit works in; created in every test API server.
@@ -84,10 +122,13 @@ func Start() (*Env, error) {
 	if err := apiextv1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
+	defs, err := CRDs()
+	if err != nil {
+		return nil, err
+	}
 	te := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     CRDDirs(),
-		ErrorIfCRDPathMissing: true,
+		CRDs:                  defs,
 		Scheme:                scheme,
 	}
 	// The API server publishes the host's address in the default/kubernetes

@@ -1,0 +1,244 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/apicount"
+	"github.com/harvester/upgrade-toolkit/internal/pipeline"
+	"github.com/harvester/upgrade-toolkit/internal/simrun"
+)
+
+// Result is how a demo run ended.
+type Result struct {
+	Plan       *v1beta1.UpgradePlan
+	Elapsed    time.Duration
+	Restarts   int
+	Violations []string
+	Writes     map[apicount.Key]int
+	Events     []corev1.Event
+}
+
+// Succeeded reports whether the upgrade succeeded with every invariant held.
+func (r *Result) Succeeded() bool {
+	return r.Plan != nil && r.Plan.Status.CurrentPhase == v1beta1.PhaseSucceeded && len(r.Violations) == 0
+}
+
+// Run runs the scenario, calling show with each new state of the plan.
+func Run(ctx context.Context, o Options, show func(*v1beta1.UpgradePlan, time.Duration)) (*Result, error) {
+	cfg, err := o.simConfig()
+	if err != nil {
+		return nil, err
+	}
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+	}
+	run, err := simrun.Start(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = run.Stop() }()
+	// Simulated time runs faster than real time: a node that does not come
+	// back is given up on after seconds, not the production 45 minutes.
+	run.PhaseConfig().Deadlines.Reboot = 15 * time.Second
+
+	start := time.Now()
+	plan, err := run.CreatePlan(ctx, o.planSpec(), nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(o.Pause) > 0 {
+		go resumeAfter(ctx, run, plan.Name, o.ResumeAfter)
+	}
+	restarts := newRestarter(o, run)
+	final, err := run.WaitFinished(ctx, plan.Name, func(p *v1beta1.UpgradePlan) {
+		restarts.observe(ctx, p)
+		if show != nil {
+			show(p, time.Since(start))
+		}
+	})
+	res := &Result{Plan: final, Elapsed: time.Since(start), Restarts: run.Restarts - 1, Writes: run.Counter.Writes()}
+	if err != nil {
+		return res, err
+	}
+	violations, err := run.Violations(ctx, plan.Name)
+	if err != nil {
+		return res, err
+	}
+	for _, v := range violations {
+		res.Violations = append(res.Violations, v.Rule+": "+v.Message)
+	}
+	var events corev1.EventList
+	if err := run.Client.List(ctx, &events, client.MatchingFields{"involvedObject.name": plan.Name}); err == nil {
+		res.Events = events.Items
+		sort.Slice(res.Events, func(i, j int) bool { return res.Events[i].FirstTimestamp.Before(&res.Events[j].FirstTimestamp) })
+	}
+	return res, nil
+}
+
+// resumeAfter releases the paused nodes after a while, as an operator would.
+func resumeAfter(ctx context.Context, run *simrun.Run, plan string, d time.Duration) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(d):
+	}
+	p, err := run.Plan(ctx, plan)
+	if err != nil {
+		return
+	}
+	before := p.DeepCopy()
+	p.Spec.NodeUpgradeOption = nil
+	_ = run.Client.Patch(ctx, p, client.MergeFrom(before))
+}
+
+// restarter kills the manager once at a random moment of every phase.
+type restarter struct {
+	enabled bool
+	rnd     *rand.Rand
+	run     *simrun.Run
+	seen    map[v1beta1.UpgradePlanPhase]bool
+}
+
+func newRestarter(o Options, run *simrun.Run) *restarter {
+	return &restarter{enabled: o.Restart, rnd: rand.New(rand.NewPCG(uint64(o.Seed), 1)), run: run, seen: map[v1beta1.UpgradePlanPhase]bool{}}
+}
+
+func (r *restarter) observe(ctx context.Context, p *v1beta1.UpgradePlan) {
+	ph := p.Status.CurrentPhase
+	if !r.enabled || ph == "" || ph.IsTerminal() || r.seen[ph] {
+		return
+	}
+	r.seen[ph] = true
+	delay := time.Duration(r.rnd.IntN(300)) * time.Millisecond
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+			_ = r.run.RestartManager()
+		}
+	}()
+}
+
+// Frame renders the plan's state for the live view.
+func Frame(p *v1beta1.UpgradePlan, elapsed time.Duration) string {
+	var b strings.Builder
+	target := "?"
+	if rm := p.Status.ReleaseMetadata; rm != nil {
+		target = rm.Harvester
+	} else if p.Spec.Version != nil {
+		target = *p.Spec.Version
+	}
+	from := "?"
+	if p.Status.PreviousVersion != nil {
+		from = *p.Status.PreviousVersion
+	}
+	fmt.Fprintf(&b, "UpgradePlan %s: Harvester %s -> %s   elapsed %s\n", p.Name, from, target, elapsed.Round(100*time.Millisecond))
+	phase := string(p.Status.CurrentPhase)
+	if phase == "" {
+		phase = "(not started)"
+	}
+	fmt.Fprintf(&b, "phase   %s", phase)
+	if step, ok := pipeline.StepOf(p.Status.CurrentPhase); ok {
+		pos, _ := pipeline.Locate(p.Status.CurrentPhase)
+		fmt.Fprintf(&b, "  [%d/%d %s]", pos.Index+1, len(pipeline.Steps), step.Name)
+	}
+	b.WriteString("\n")
+	if c := p.Condition(v1beta1.ConditionProgressing); c != nil && c.Message != "" {
+		fmt.Fprintf(&b, "status  %s\n", firstLine(c.Message))
+	}
+	if c := p.Condition(v1beta1.ConditionDegraded); c != nil && c.Status == "True" {
+		fmt.Fprintf(&b, "error   %s\n", firstLine(c.Message))
+	}
+	nodes := make([]string, 0, len(p.Status.NodeUpgradeStatuses))
+	for n := range p.Status.NodeUpgradeStatuses {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	for _, n := range nodes {
+		st := p.Status.NodeUpgradeStatuses[n]
+		fmt.Fprintf(&b, "  %-12s %-24s %s\n", n, st.State, firstLine(st.Message))
+	}
+	return b.String()
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// Summary describes a finished run for humans.
+func Summary(r *Result) string {
+	var b strings.Builder
+	p := r.Plan
+	outcome := string(p.Status.CurrentPhase)
+	fmt.Fprintf(&b, "\n%s: UpgradePlan %s in %s", outcome, p.Name, r.Elapsed.Round(10*time.Millisecond))
+	if r.Restarts > 0 {
+		fmt.Fprintf(&b, " (the manager was restarted %d times)", r.Restarts)
+	}
+	b.WriteString("\n")
+	if c := p.Condition(v1beta1.ConditionProgressing); c != nil && p.Status.CurrentPhase == v1beta1.PhaseFailed {
+		fmt.Fprintf(&b, "reason: %s\n", c.Message)
+	}
+	b.WriteString("phases:\n")
+	h := p.Status.PhaseTransitionTimestamps
+	for i := 0; i+1 < len(h); i++ {
+		if pos, ok := pipeline.Locate(h[i].Phase); ok && pos.Active {
+			fmt.Fprintf(&b, "  %-18s %s\n", pipeline.Steps[pos.Index].Name, h[i+1].PhaseTransitionTimestamp.Sub(h[i].PhaseTransitionTimestamp.Time))
+		}
+	}
+	total := 0
+	for _, n := range r.Writes {
+		total += n
+	}
+	fmt.Fprintf(&b, "manager API writes: %d\n", total)
+	if len(r.Violations) == 0 {
+		b.WriteString("invariants: all held (phases in order, node states forward only, one node draining at a time, no VM left stopped unrecorded, nothing left behind)\n")
+	} else {
+		fmt.Fprintf(&b, "invariants VIOLATED:\n  %s\n", strings.Join(r.Violations, "\n  "))
+	}
+	return b.String()
+}
+
+// WriteYAML prints the final plan and its events as YAML.
+func WriteYAML(w io.Writer, r *Result) error {
+	if r.Plan == nil {
+		return errors.New("no plan to print")
+	}
+	p := r.Plan.DeepCopy()
+	p.ManagedFields = nil
+	p.APIVersion, p.Kind = v1beta1.GroupVersion.String(), "UpgradePlan"
+	out, err := yaml.Marshal(p)
+	if err != nil {
+		return err
+	}
+	type event struct {
+		Type, Reason, From, Message string
+		Count                       int32
+	}
+	var events []event
+	for _, e := range r.Events {
+		events = append(events, event{Type: e.Type, Reason: e.Reason, From: e.Source.Component, Message: e.Message, Count: e.Count})
+	}
+	ev, err := yaml.Marshal(map[string]any{"events": events})
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s---\n%s", out, ev)
+	return err
+}

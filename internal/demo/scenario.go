@@ -1,0 +1,130 @@
+// Package demo runs a whole upgrade of a simulated Harvester cluster and
+// shows it live: the README's first command on a fresh machine.
+package demo
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/utils/ptr"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/sim"
+)
+
+// Options choose the scenario.
+type Options struct {
+	// Nodes is the number of managed nodes; 1 runs the single-node path.
+	Nodes int
+	// Witness adds a witness node.
+	Witness bool
+	// Pause lists nodes held by spec.nodeUpgradeOption.pauseNodes; they are
+	// released after ResumeAfter.
+	Pause       []string
+	ResumeAfter time.Duration
+	// RestoreVM sets spec.restoreVM.
+	RestoreVM bool
+	// Fault injects a failure (see Faults).
+	Fault string
+	// Fast runs every simulated step instantly instead of at a watchable pace.
+	Fast bool
+	// Restart kills and restarts the manager at a random moment of each phase.
+	Restart bool
+	// Seed makes the restarts reproducible.
+	Seed int64
+	// Timeout bounds the whole run.
+	Timeout time.Duration
+}
+
+// faultNode is the node a node fault strikes.
+const faultNode = "node-2"
+
+// Faults are the failures the demo can inject, by name.
+var Faults = map[string]string{
+	"iso-import":      "the ISO download fails after Harvester's retries",
+	"preload":         "the image preload Job of " + faultNode + " fails",
+	"cluster-upgrade": "the cluster-upgrade Job fails",
+	"pre-drain":       "the pre-drain Job of " + faultNode + " fails",
+	"post-drain":      "the post-drain Job of " + faultNode + " fails",
+	"single-node":     "the single-node upgrade Job fails (use with --nodes 1)",
+	"image-cleanup":   "the image cleanup Job of " + faultNode + " fails",
+	"node-lost":       faultNode + " never comes back from its reboot",
+}
+
+// FaultNames lists the fault names, sorted.
+func FaultNames() []string {
+	var out []string
+	for k := range Faults {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// simConfig builds the simulated cluster for the options.
+func (o Options) simConfig() (sim.Config, error) {
+	cfg := sim.Config{Nodes: o.Nodes, Witness: o.Witness}
+	if !o.Fast {
+		cfg.Timing = sim.DemoTiming()
+	}
+	node := faultNode
+	if o.Nodes == 1 {
+		node = "node-1"
+	}
+	job := func(t string) sim.FaultSet {
+		return sim.FaultSet{FailJobs: []sim.JobFault{{Type: t, Node: node, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}}}
+	}
+	switch o.Fault {
+	case "":
+	case "iso-import":
+		cfg.Faults.FailImport = &sim.ImportFault{Message: "failed to download https://releases.example.com/harvester.iso: 404 Not Found"}
+	case "preload":
+		cfg.Faults = job(sim.JobImagePreload)
+	case "cluster-upgrade":
+		cfg.Faults = sim.FaultSet{FailJobs: []sim.JobFault{{Type: sim.JobClusterUpgrade, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}}}
+	case "pre-drain":
+		cfg.Faults = job(sim.JobPreDrain)
+	case "post-drain":
+		cfg.Faults = job(sim.JobPostDrain)
+	case "single-node":
+		cfg.Faults = job(sim.JobSingleNodeUpgrade)
+	case "image-cleanup":
+		cfg.Faults = job(sim.JobImageCleanup)
+	case "node-lost":
+		cfg.Faults.NeverReturn = []string{node}
+	default:
+		return cfg, fmt.Errorf("unknown fault %q: use one of %s", o.Fault, strings.Join(FaultNames(), ", "))
+	}
+	if (o.Fault == "pre-drain" || o.Fault == "post-drain" || o.Fault == "node-lost") && o.Nodes < 2 {
+		return cfg, fmt.Errorf("fault %q needs at least 2 nodes", o.Fault)
+	}
+	if o.Fault == "single-node" && o.Nodes != 1 {
+		return cfg, fmt.Errorf("fault %q needs --nodes 1", o.Fault)
+	}
+	for _, p := range o.Pause {
+		if !slices.Contains(nodeNames(o.Nodes), p) {
+			return cfg, fmt.Errorf("cannot pause %q: the nodes are %s", p, strings.Join(nodeNames(o.Nodes), ", "))
+		}
+	}
+	return cfg, nil
+}
+
+// planSpec is the UpgradePlan the demo creates.
+func (o Options) planSpec() v1beta1.UpgradePlanSpec {
+	spec := v1beta1.UpgradePlanSpec{RestoreVM: ptr.To(o.RestoreVM)}
+	if len(o.Pause) > 0 {
+		spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{PauseNodes: o.Pause}
+	}
+	return spec
+}
+
+func nodeNames(n int) []string {
+	var out []string
+	for i := 1; i <= n; i++ {
+		out = append(out, fmt.Sprintf("node-%d", i))
+	}
+	return out
+}

@@ -1,0 +1,184 @@
+// Package simrun runs whole upgrades on one machine: an embedded control
+// plane (etcd and kube-apiserver), the simulated Harvester cluster of
+// internal/sim, and the toolkit's real manager, which can be killed and
+// started again at any moment. The demo, the end-to-end tests and the
+// benchmarks are built on it.
+package simrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/apicount"
+	"github.com/harvester/upgrade-toolkit/internal/manager"
+	"github.com/harvester/upgrade-toolkit/internal/phase"
+	"github.com/harvester/upgrade-toolkit/internal/sim"
+	"github.com/harvester/upgrade-toolkit/internal/testenv"
+)
+
+// EnvtestCertValidity is how long the embedded API server's certificate is
+// valid; the toolkit must not ask for more, or its pre-flight check fails.
+const EnvtestCertValidity = 24 * time.Hour
+
+// Run is a running simulated upgrade.
+type Run struct {
+	Env     *testenv.Env
+	Sim     *sim.Sim
+	Checker *sim.Checker
+	// Counter counts the toolkit manager's API requests.
+	Counter *apicount.Counter
+	// Client reads and writes as an administrator.
+	Client client.Client
+
+	phaseCfg *phase.Config
+	mu       sync.Mutex
+	stop     context.CancelFunc
+	done     chan error
+	// Restarts counts how often the manager was started.
+	Restarts int
+}
+
+// Start starts the control plane, builds the simulated cluster on it, and
+// starts the toolkit's manager.
+func Start(ctx context.Context, cfg sim.Config) (r *Run, err error) {
+	env, err := testenv.Start()
+	if err != nil {
+		return nil, err
+	}
+	r = &Run{Env: env, Client: env.Client, Counter: apicount.New(), Checker: sim.NewChecker()}
+	defer func() {
+		if err != nil {
+			_ = r.Stop()
+		}
+	}()
+	if r.Sim, err = sim.Start(ctx, env.Config, cfg); err != nil {
+		return r, fmt.Errorf("starting the simulated cluster: %w", err)
+	}
+	if err := r.Checker.Attach(ctx, r.Sim.Informers()); err != nil {
+		return r, err
+	}
+	pc := phase.DefaultConfig()
+	pc.Version = "v0.0.0-sim"
+	pc.RepoURL = r.Sim.RepoURL
+	pc.MinCertValidity = EnvtestCertValidity
+	r.phaseCfg = &pc
+	return r, r.StartManager()
+}
+
+// PhaseConfig is the configuration the toolkit's manager runs with; change
+// it before StartManager.
+func (r *Run) PhaseConfig() *phase.Config { return r.phaseCfg }
+
+// StartManager starts the toolkit's manager.
+func (r *Run) StartManager() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stop != nil {
+		return errors.New("the manager is already running")
+	}
+	mgr, err := manager.New(r.Counter.Wrap(r.Env.Config), manager.Options{MetricsAddr: "0", ProbeAddr: "0", Phase: r.phaseCfg})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	r.stop, r.done = cancel, done
+	r.Restarts++
+	return nil
+}
+
+// StopManager stops the toolkit's manager, as a crash would: whatever it
+// was doing is cut short.
+func (r *Run) StopManager() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stop == nil {
+		return nil
+	}
+	r.stop()
+	err := <-r.done
+	r.stop, r.done = nil, nil
+	return err
+}
+
+// RestartManager stops the manager and starts a new one.
+func (r *Run) RestartManager() error {
+	if err := r.StopManager(); err != nil {
+		return err
+	}
+	return r.StartManager()
+}
+
+// CreatePlan creates an UpgradePlan for the simulated release.
+func (r *Run) CreatePlan(ctx context.Context, spec v1beta1.UpgradePlanSpec, annotations map[string]string) (*v1beta1.UpgradePlan, error) {
+	if spec.Version == nil && spec.Image == nil {
+		v := r.Sim.Config().To.Harvester
+		spec.Version = &v
+	}
+	p := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "hvst-upgrade-", Annotations: annotations}, Spec: spec}
+	if err := r.Client.Create(ctx, p); err != nil {
+		return nil, fmt.Errorf("creating the UpgradePlan: %w", err)
+	}
+	return p, nil
+}
+
+// Plan reads a plan.
+func (r *Run) Plan(ctx context.Context, name string) (*v1beta1.UpgradePlan, error) {
+	p := &v1beta1.UpgradePlan{}
+	return p, r.Client.Get(ctx, client.ObjectKey{Name: name}, p)
+}
+
+// WaitFinished waits until the plan reached Succeeded or Failed and released
+// everything (its finalizer is gone), calling progress with every new state.
+func (r *Run) WaitFinished(ctx context.Context, name string, progress func(*v1beta1.UpgradePlan)) (*v1beta1.UpgradePlan, error) {
+	var last *v1beta1.UpgradePlan
+	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		p, err := r.Plan(ctx, name)
+		if err != nil {
+			return false, nil //nolint:nilerr // a transient read error; try again
+		}
+		if progress != nil && (last == nil || p.ResourceVersion != last.ResourceVersion) {
+			progress(p)
+		}
+		last = p
+		return p.IsFinished() && len(p.Finalizers) == 0, nil
+	})
+	if err != nil {
+		if last != nil {
+			return last, fmt.Errorf("plan %s did not finish (phase %q): %w", name, last.Status.CurrentPhase, err)
+		}
+		return nil, err
+	}
+	return last, nil
+}
+
+// Violations returns the invariant violations seen so far, and those of the
+// finished plan (nothing left behind).
+func (r *Run) Violations(ctx context.Context, plan string) ([]sim.Violation, error) {
+	v, err := r.Checker.CheckFinished(ctx, r.Client, plan)
+	if err != nil {
+		return nil, err
+	}
+	return append(r.Checker.Violations(), v...), nil
+}
+
+// Stop stops the manager, the simulator and the control plane.
+func (r *Run) Stop() error {
+	errs := []error{r.StopManager()}
+	if r.Sim != nil {
+		errs = append(errs, r.Sim.Stop())
+	}
+	if r.Env != nil {
+		errs = append(errs, r.Env.Stop())
+	}
+	return errors.Join(errs...)
+}

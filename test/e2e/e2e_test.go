@@ -1,0 +1,302 @@
+// Package e2e runs whole upgrades of a simulated Harvester cluster: the
+// toolkit's real manager against a real kube-apiserver, with the simulator
+// playing Rancher, system-upgrade-controller, CDI, KubeVirt, Longhorn and the
+// kubelets. Every scenario checks the invariants as well as the outcome.
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
+	"github.com/harvester/upgrade-toolkit/internal/sim"
+	"github.com/harvester/upgrade-toolkit/internal/simrun"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("E2E_LOG") != "" {
+		log.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		log.SetLogger(logr.Discard())
+	}
+	os.Exit(m.Run())
+}
+
+// scenario is one simulated upgrade.
+type scenario struct {
+	sim  sim.Config
+	spec v1beta1.UpgradePlanSpec
+	// during runs while the upgrade runs, with each new state of the plan.
+	during func(t *testing.T, ctx context.Context, run *simrun.Run, p *v1beta1.UpgradePlan)
+	// restarts kills the manager at a random moment of every phase.
+	restarts bool
+	want     v1beta1.UpgradePlanPhase
+	// failure is what the failure message must say.
+	failure string
+}
+
+// settings is what the upgrade changes for its duration and must put back.
+type settings struct {
+	Longhorn        string
+	Descheduler     bool
+	WorkloadUpdate  []string
+	ComparePatches  int
+	UpgradeStrategy string
+}
+
+func readSettings(t *testing.T, ctx context.Context, c client.Client) settings {
+	t.Helper()
+	var s settings
+	var err error
+	if s.Longhorn, _, err = cluster.LonghornSetting(ctx, c, cluster.LonghornReplicaReplenishmentWaitInterval); err != nil {
+		t.Fatal(err)
+	}
+	if s.Descheduler, _, err = cluster.AddonEnabled(ctx, c, cluster.KubeSystemNamespace, cluster.DeschedulerAddon); err != nil {
+		t.Fatal(err)
+	}
+	kv := &kubevirtv1.KubeVirt{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: cluster.KubeVirtName}, kv); err != nil {
+		t.Fatal(err)
+	}
+	s.WorkloadUpdate = kv.Spec.WorkloadUpdateStrategy.WorkloadUpdateMethods
+	mc := &managementv3.ManagedChart{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: cluster.HarvesterManagedChart}, mc); err != nil {
+		t.Fatal(err)
+	}
+	if mc.Spec.Diff != nil {
+		s.ComparePatches = len(mc.Spec.Diff.ComparePatches)
+	}
+	cl := &provisioningv1.Cluster{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: cluster.LocalClusterName}, cl); err != nil {
+		t.Fatal(err)
+	}
+	if cl.Spec.RKEConfig != nil && cl.Spec.RKEConfig.UpgradeStrategy != nil {
+		b, _ := json.Marshal(cl.Spec.RKEConfig.UpgradeStrategy)
+		s.UpgradeStrategy = string(b)
+	}
+	return s
+}
+
+// seed is the seed of the random manager restarts: E2E_SEED, or the time,
+// logged so that a failure can be replayed.
+func seed(t *testing.T) uint64 {
+	if s, err := strconv.ParseUint(os.Getenv("E2E_SEED"), 10, 64); err == nil {
+		return s
+	}
+	s := uint64(time.Now().UnixNano())
+	t.Logf("restart seed %d (replay with E2E_SEED=%d)", s, s)
+	return s
+}
+
+func (sc scenario) run(t *testing.T) *v1beta1.UpgradePlan {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run, err := simrun.Start(ctx, sc.sim)
+	if err != nil {
+		t.Fatalf("starting the simulated upgrade: %v", err)
+	}
+	defer func() {
+		if err := run.Stop(); err != nil {
+			t.Errorf("stopping: %v", err)
+		}
+	}()
+	run.PhaseConfig().Deadlines.Reboot = 10 * time.Second
+	before := readSettings(t, ctx, run.Client)
+
+	plan, err := run.CreatePlan(ctx, sc.spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rnd *rand.Rand
+	if sc.restarts {
+		rnd = rand.New(rand.NewPCG(seed(t), 2))
+	}
+	restarted := map[v1beta1.UpgradePlanPhase]bool{}
+	final, err := run.WaitFinished(ctx, plan.Name, func(p *v1beta1.UpgradePlan) {
+		if sc.during != nil {
+			sc.during(t, ctx, run, p)
+		}
+		ph := p.Status.CurrentPhase
+		if sc.restarts && ph != "" && !ph.IsTerminal() && !restarted[ph] {
+			restarted[ph] = true
+			delay := time.Duration(rnd.IntN(200)) * time.Millisecond
+			go func() {
+				time.Sleep(delay)
+				if err := run.RestartManager(); err != nil {
+					t.Errorf("restarting the manager: %v", err)
+				}
+			}()
+		}
+	})
+	if err != nil {
+		t.Fatalf("%v\nlast state: %+v", err, final)
+	}
+	if final.Status.CurrentPhase != sc.want {
+		c := final.Condition(v1beta1.ConditionProgressing)
+		t.Fatalf("plan ended in %s, want %s (%+v)", final.Status.CurrentPhase, sc.want, c)
+	}
+	if sc.failure != "" {
+		if c := final.Condition(v1beta1.ConditionProgressing); c == nil || !strings.Contains(c.Message, sc.failure) {
+			t.Errorf("failure message %+v does not say %q", c, sc.failure)
+		}
+	}
+	violations, err := run.Violations(ctx, plan.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range violations {
+		t.Errorf("invariant %s violated: %s", v.Rule, v.Message)
+	}
+	if after := readSettings(t, ctx, run.Client); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("settings not restored:\nbefore %+v\nafter  %+v", before, after)
+	}
+	if sc.restarts {
+		t.Logf("the manager was restarted %d times", run.Restarts-1)
+	}
+	return final
+}
+
+func TestOneNode(t *testing.T) {
+	p := scenario{sim: sim.Config{Nodes: 1}, want: v1beta1.PhaseSucceeded}.run(t)
+	if s := p.Status.NodeUpgradeStatuses["node-1"].State; s != v1beta1.NodeStateImageCleaned {
+		t.Errorf("node-1 ends in %s", s)
+	}
+}
+
+func TestThreeNodes(t *testing.T) {
+	p := scenario{sim: sim.Config{Nodes: 3, Witness: true}, want: v1beta1.PhaseSucceeded}.run(t)
+	if len(p.Status.NodeUpgradeStatuses) != 4 {
+		t.Errorf("node statuses %v", p.Status.NodeUpgradeStatuses)
+	}
+}
+
+func TestPauseThenResume(t *testing.T) {
+	var sawPaused, resumed bool
+	scenario{
+		sim:  sim.Config{Nodes: 3},
+		spec: v1beta1.UpgradePlanSpec{NodeUpgradeOption: &v1beta1.NodeUpgradeOption{PauseNodes: []string{"node-2"}}},
+		during: func(t *testing.T, ctx context.Context, run *simrun.Run, p *v1beta1.UpgradePlan) {
+			c := p.Condition(v1beta1.ConditionProgressing)
+			if resumed || c == nil || !strings.Contains(c.Message, "node upgrade paused: node-2") {
+				return
+			}
+			sawPaused = true
+			if p.Status.NodeUpgradeStatuses["node-2"].State != v1beta1.NodeStateUpgradePaused {
+				t.Errorf("paused node in %s", p.Status.NodeUpgradeStatuses["node-2"].State)
+			}
+			// Resume it, as the operator would.
+			resumed = true
+			before := p.DeepCopy()
+			p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{}
+			if err := run.Client.Patch(ctx, p, client.MergeFrom(before)); err != nil {
+				t.Errorf("resuming: %v", err)
+			}
+		},
+		want: v1beta1.PhaseSucceeded,
+	}.run(t)
+	if !sawPaused {
+		t.Error("the plan never reported the paused node")
+	}
+}
+
+func TestRestoreVM(t *testing.T) {
+	scenario{sim: sim.Config{Nodes: 3, NonMigratableVMs: 2}, spec: v1beta1.UpgradePlanSpec{RestoreVM: ptr.To(true)},
+		want: v1beta1.PhaseSucceeded}.run(t)
+}
+
+func TestFailures(t *testing.T) {
+	jobFault := func(typ, node string) sim.FaultSet {
+		return sim.FaultSet{FailJobs: []sim.JobFault{{Type: typ, Node: node, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}}}
+	}
+	tests := map[string]scenario{
+		"iso import": {sim: sim.Config{Nodes: 2, Faults: sim.FaultSet{FailImport: &sim.ImportFault{Message: "404 Not Found"}}},
+			failure: "could not be imported"},
+		"image preload": {sim: sim.Config{Nodes: 3, Faults: jobFault(sim.JobImagePreload, "node-3")},
+			failure: "preloading images on node node-3 failed"},
+		"cluster upgrade": {sim: sim.Config{Nodes: 2, Faults: jobFault(sim.JobClusterUpgrade, "")},
+			failure: "upgrading the cluster's components failed"},
+		"pre-drain": {sim: sim.Config{Nodes: 3, Faults: jobFault(sim.JobPreDrain, "node-2")},
+			failure: "upgrading node node-2 failed in PreDrainFailed"},
+		"post-drain": {sim: sim.Config{Nodes: 3, Faults: jobFault(sim.JobPostDrain, "node-2")},
+			failure: "upgrading node node-2 failed in PostDrainFailed"},
+		"single-node upgrade": {sim: sim.Config{Nodes: 1, Faults: jobFault(sim.JobSingleNodeUpgrade, "node-1")},
+			failure: "upgrading node node-1 failed in SingleNodeUpgradeFailed"},
+		"image cleanup": {sim: sim.Config{Nodes: 2, Faults: jobFault(sim.JobImageCleanup, "node-2")},
+			failure: "every node runs the new release, but removing the previous release's images on node node-2 failed"},
+		"node never comes back": {sim: sim.Config{Nodes: 2, Faults: sim.FaultSet{NeverReturn: []string{"node-1"}}},
+			failure: "the node did not come back with the new OS in time"},
+	}
+	for name, sc := range tests {
+		t.Run(name, func(t *testing.T) {
+			sc.want = v1beta1.PhaseFailed
+			sc.run(t)
+		})
+	}
+}
+
+// TestRestartsInEveryPhase kills the manager at a random moment of every
+// phase; the upgrade still succeeds with every invariant held.
+func TestRestartsInEveryPhase(t *testing.T) {
+	for _, nodes := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d nodes", nodes), func(t *testing.T) {
+			timing := sim.DemoTiming()
+			// Slow enough that restarts land inside phases, fast enough for CI.
+			for k, v := range timing.Jobs {
+				timing.Jobs[k] = v / 2
+			}
+			p := scenario{sim: sim.Config{Nodes: nodes, Timing: timing}, spec: v1beta1.UpgradePlanSpec{RestoreVM: ptr.To(true)},
+				restarts: true, want: v1beta1.PhaseSucceeded}.run(t)
+			seen := map[v1beta1.UpgradePlanPhase]bool{}
+			for _, e := range p.Status.PhaseTransitionTimestamps {
+				if seen[e.Phase] {
+					t.Errorf("phase %s entered twice", e.Phase)
+				}
+				seen[e.Phase] = true
+			}
+		})
+	}
+}
+
+// TestVersionIsSnapshotted: editing the Version during the upgrade changes
+// nothing for the running plan.
+func TestVersionIsSnapshotted(t *testing.T) {
+	var edited bool
+	p := scenario{sim: sim.Config{Nodes: 1}, want: v1beta1.PhaseSucceeded,
+		during: func(t *testing.T, ctx context.Context, run *simrun.Run, p *v1beta1.UpgradePlan) {
+			if edited || p.Status.Version == nil {
+				return
+			}
+			edited = true
+			v := &harvesterv1beta1.Version{}
+			if err := run.Client.Get(ctx, client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: *p.Spec.Version}, v); err != nil {
+				t.Fatal(err)
+			}
+			v.Spec.ISOURL = "https://elsewhere.example.com/other.iso"
+			if err := run.Client.Update(ctx, v); err != nil {
+				t.Fatal(err)
+			}
+		}}.run(t)
+	if strings.Contains(p.Status.Version.ISOURL, "elsewhere") || !slices.Contains([]bool{edited}, true) {
+		t.Errorf("version snapshot %+v (edited %v)", p.Status.Version, edited)
+	}
+}
