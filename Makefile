@@ -7,6 +7,8 @@ CONTROLLER_TOOLS_VERSION ?= v0.19.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
 SETUP_ENVTEST_VERSION ?= v0.25.1
 ENVTEST_K8S_VERSION ?= 1.34.4
+KUSTOMIZE_VERSION ?= v5.8.2
+HELM_VERSION ?= v3.21.4
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
@@ -15,6 +17,11 @@ SHELL := /usr/bin/env bash -o pipefail
 LOCALBIN ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
+HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
+# kubectl is needed only to deploy to a cluster; take the one on the PATH.
+KUBECTL ?= kubectl
+CONTAINER_TOOL ?= docker
 ENVTEST_DIR ?= $(LOCALBIN)/envtest
 ENVTEST_ASSETS ?= $(ENVTEST_DIR)/k8s/$(ENVTEST_K8S_VERSION)-$(shell go env GOOS)-$(shell go env GOARCH)
 
@@ -23,6 +30,28 @@ GIT_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 GIT_TREE_STATE ?= $(shell if git diff --quiet HEAD -- 2>/dev/null; then echo clean; else echo dirty; fi)
 VERSION_PKG := github.com/harvester/upgrade-toolkit/internal/version
 LDFLAGS := -s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).GitCommit=$(GIT_COMMIT) -X $(VERSION_PKG).GitTreeState=$(GIT_TREE_STATE)
+
+# The image: REPO is the registry and organisation (e.g. REPO=starbops for
+# your own Docker Hub), the tag is <branch>-head unless IMG says otherwise.
+REPO ?= rancher
+IMAGE_TAG ?= $(subst /,-,$(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo dev))-head
+IMG ?= $(REPO)/harvester-upgrade-toolkit:$(IMAGE_TAG)
+# The platforms docker-buildx builds for.
+PLATFORMS ?= linux/amd64,linux/arm64
+
+CHART_DIR := charts/upgrade-toolkit
+# The toolkit is installed into the namespace it works in.
+NAMESPACE := harvester-system
+
+# Which +kubebuilder:rbac markers make which role (config/rbac/<role>_role.yaml):
+# those of the manager's packages, of the webhook's, of the metrics endpoint's;
+# every other package's markers are the Jobs' (cluster-upgrade, node jobs,
+# restore-vm), so that a new job package needs no change here.
+MODULE := github.com/harvester/upgrade-toolkit
+MANAGER_PKGS := ./internal/manager ./internal/controller ./internal/phase ./internal/preflight
+WEBHOOK_PKGS := ./internal/webhook
+METRICS_AUTH_PKGS := ./internal/metrics
+JOB_PKGS = $(filter-out $(MANAGER_PKGS) $(WEBHOOK_PKGS) $(METRICS_AUTH_PKGS),$(shell go list ./... | sed 's|^$(MODULE)|.|'))
 
 # Packages the tests run; TEST_ARGS passes extra flags (e.g. -run, -v).
 TEST_PKGS ?= ./...
@@ -44,19 +73,39 @@ help: ## List the targets.
 generate: $(CONTROLLER_GEN) ## Generate the DeepCopy code of the API and the foreign kinds.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..." paths="./internal/cluster/apis/..."
 
+# gen-role ROLE,PACKAGES writes config/rbac/ROLE_role.yaml, the roles named
+# upgrade-toolkit-ROLE (ROLE with dashes) from the markers of PACKAGES: a
+# ClusterRole and a Role per namespace a marker names; an empty ClusterRole
+# when there is no marker, so that every role exists.
+define gen-role
+rm -f config/rbac/$(1)_role.yaml
+$(CONTROLLER_GEN) rbac:roleName=upgrade-toolkit-$(subst _,-,$(1)),fileName=$(1)_role.yaml $(foreach p,$(2),paths=$(p)) output:rbac:artifacts:config=config/rbac
+test -f config/rbac/$(1)_role.yaml || printf -- '---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: upgrade-toolkit-$(subst _,-,$(1))\nrules: []\n' > config/rbac/$(1)_role.yaml
+
+endef
+
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate the UpgradePlan CRD, the webhook configuration and the foreign-kind CRD fixtures for tests.
+manifests: $(CONTROLLER_GEN) ## Generate the CRD, the webhook configuration and the roles under config/ and their copies in the Helm chart, and the foreign-kind CRD fixtures for tests.
 	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) webhook paths="./internal/webhook/..." output:webhook:artifacts:config=config/webhook
+	$(call gen-role,manager,$(MANAGER_PKGS))
+	$(call gen-role,webhook,$(WEBHOOK_PKGS))
+	$(call gen-role,metrics_auth,$(METRICS_AUTH_PKGS))
+	$(call gen-role,job,$(JOB_PKGS))
 	$(CONTROLLER_GEN) crd paths="./internal/cluster/apis/..." output:crd:artifacts:config=test/crds
+	rm -rf $(CHART_DIR)/crds $(CHART_DIR)/files && mkdir -p $(CHART_DIR)/crds $(CHART_DIR)/files/rbac $(CHART_DIR)/files/webhook
+	cp config/crd/bases/*.yaml $(CHART_DIR)/crds/
+	cp config/rbac/manager_role.yaml config/rbac/webhook_role.yaml config/rbac/metrics_auth_role.yaml config/rbac/job_role.yaml \
+		config/rbac/metrics_reader_role.yaml $(CHART_DIR)/files/rbac/
+	cp config/webhook/manifests.yaml $(CHART_DIR)/files/webhook/
 
 .PHONY: verify
 verify: generate manifests ## Fail when committed generated files are stale or go.mod is untidy.
 	go mod tidy
-	@if [ -n "$$(git status --porcelain -- api config test/crds internal/cluster/apis go.mod go.sum)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config $(CHART_DIR) test/crds internal/cluster/apis go.mod go.sum)" ]; then \
 		echo "Generated files or go.mod are stale; run 'make generate manifests' and 'go mod tidy' and commit:"; \
-		git status --porcelain -- api config test/crds internal/cluster/apis go.mod go.sum; \
-		git --no-pager diff --stat -- api config test/crds internal/cluster/apis go.mod go.sum; \
+		git status --porcelain -- api config $(CHART_DIR) test/crds internal/cluster/apis go.mod go.sum; \
+		git --no-pager diff --stat -- api config $(CHART_DIR) test/crds internal/cluster/apis go.mod go.sum; \
 		exit 1; \
 	fi
 
@@ -73,8 +122,8 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: envtest vet ## Run the unit, integration (envtest) and end-to-end tests.
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test $(TEST_PKGS) -count=1 -timeout 30m $(TEST_ARGS)
+test: envtest vet kustomize helm ## Run the unit, integration (envtest), packaging and end-to-end tests.
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" go test $(TEST_PKGS) -count=1 -timeout 30m $(TEST_ARGS)
 
 .PHONY: bench
 bench: ## Run the benchmarks (see docs/benchmarks.md; the repo's compare with nginx from hack/install-deps.sh).
@@ -102,7 +151,81 @@ build: ## Build bin/upgrade-toolkit.
 run: ## Run the controller manager against the cluster of $KUBECONFIG (ENABLE_WEBHOOKS=false to skip the webhook).
 	go run ./cmd/upgrade-toolkit manager
 
+.PHONY: docker-build
+docker-build: container-tool ## Build the image $(IMG) (REPO=..., IMAGE_TAG=... or IMG=... to name it).
+	$(CONTAINER_TOOL) build $(IMAGE_BUILD_ARGS) -t $(IMG) .
+
+.PHONY: docker-push
+docker-push: container-tool ## Push the image $(IMG).
+	$(CONTAINER_TOOL) push $(IMG)
+
+.PHONY: docker-buildx
+docker-buildx: container-tool ## Build the image $(IMG) for $(PLATFORMS) and push it.
+	$(CONTAINER_TOOL) buildx build --push --platform=$(PLATFORMS) $(IMAGE_BUILD_ARGS) -t $(IMG) .
+
+IMAGE_BUILD_ARGS = --build-arg VERSION=$(VERSION) --build-arg GIT_COMMIT=$(GIT_COMMIT) --build-arg GIT_TREE_STATE=$(GIT_TREE_STATE)
+
+.PHONY: container-tool
+container-tool:
+	@command -v $(CONTAINER_TOOL) >/dev/null 2>&1 || { \
+		echo "$(CONTAINER_TOOL) is not installed: building the image needs a container engine (install Docker, or set CONTAINER_TOOL=podman)." >&2; exit 1; }
+	@$(CONTAINER_TOOL) info >/dev/null 2>&1 || { \
+		echo "$(CONTAINER_TOOL) cannot reach its engine: start the Docker daemon (or check DOCKER_HOST), then retry." >&2; exit 1; }
+
+.PHONY: build-installer
+build-installer: manifests kustomize ## Write dist/install.yaml: everything `make deploy` installs, with the image $(IMG).
+	mkdir -p dist
+	hack/kustomize-build.sh "$(KUSTOMIZE)" "$(IMG)" > dist/install.yaml
+
+##@ Deployment
+
+.PHONY: install
+install: kustomize kubectl ## Install the UpgradePlan CRD into the cluster of $$KUBECONFIG.
+	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
+
+.PHONY: uninstall
+uninstall: kustomize kubectl ## Remove the UpgradePlan CRD, and with it every UpgradePlan, from the cluster of $$KUBECONFIG.
+	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
+
+.PHONY: deploy
+deploy: kustomize kubectl ## Install the toolkit (config/default, image $(IMG)) into the cluster of $$KUBECONFIG.
+	hack/kustomize-build.sh "$(KUSTOMIZE)" "$(IMG)" | $(KUBECTL) apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: kustomize kubectl ## Remove what `make deploy` installed, the CRD and every UpgradePlan included.
+	hack/kustomize-build.sh "$(KUSTOMIZE)" "$(IMG)" | $(KUBECTL) delete --ignore-not-found -f -
+
+.PHONY: helm-deploy
+helm-deploy: helm ## Install or upgrade the local Helm chart, image $(IMG), into the cluster of $$KUBECONFIG.
+	img='$(IMG)'; repo=$${img%:*} tag=$${img##*:}; \
+	if [[ $${img##*/} != *:* ]]; then repo=$$img tag=latest; fi; \
+	$(HELM) upgrade --install upgrade-toolkit $(CHART_DIR) --namespace $(NAMESPACE) \
+		--set image.repository=$$repo --set image.tag=$$tag $(HELM_ARGS)
+
+.PHONY: kubectl
+kubectl:
+	@command -v $(KUBECTL) >/dev/null 2>&1 || { echo "$(KUBECTL) is not installed: deploying needs kubectl (https://kubernetes.io/docs/tasks/tools/)." >&2; exit 1; }
+
 ##@ Tools
+
+.PHONY: kustomize
+kustomize: $(KUSTOMIZE) ## Build kustomize into bin/.
+
+.PHONY: helm
+helm: $(HELM) ## Build helm into bin/.
+
+$(KUSTOMIZE):
+	GOBIN=$(LOCALBIN)/.tmp go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+	mv $(LOCALBIN)/.tmp/kustomize $@
+
+# As helm's own build does: its version, and the Kubernetes version of its
+# client-go as the default for `helm template` and `helm lint`.
+HELM_LDFLAGS := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	$(foreach p,pkg/chartutil pkg/lint/rules,-X helm.sh/helm/v3/$(p).k8sVersionMajor=1 -X helm.sh/helm/v3/$(p).k8sVersionMinor=36)
+
+$(HELM):
+	GOBIN=$(LOCALBIN)/.tmp go install -ldflags "$(HELM_LDFLAGS)" helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv $(LOCALBIN)/.tmp/helm $@
 
 $(CONTROLLER_GEN):
 	GOBIN=$(LOCALBIN)/.tmp go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
