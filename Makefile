@@ -152,15 +152,15 @@ run: ## Run the controller manager against the cluster of $KUBECONFIG (ENABLE_WE
 	go run ./cmd/upgrade-toolkit manager
 
 .PHONY: docker-build
-docker-build: container-tool ## Build the image $(IMG) (REPO=..., IMAGE_TAG=... or IMG=... to name it).
+docker-build: container-tool ## Build the image IMG (REPO=..., IMAGE_TAG=... or IMG=... to name it).
 	$(CONTAINER_TOOL) build $(IMAGE_BUILD_ARGS) -t $(IMG) .
 
 .PHONY: docker-push
-docker-push: container-tool ## Push the image $(IMG).
+docker-push: container-tool ## Push the image IMG.
 	$(CONTAINER_TOOL) push $(IMG)
 
 .PHONY: docker-buildx
-docker-buildx: container-tool ## Build the image $(IMG) for $(PLATFORMS) and push it.
+docker-buildx: container-tool ## Build the image IMG for PLATFORMS and push it.
 	$(CONTAINER_TOOL) buildx build --push --platform=$(PLATFORMS) $(IMAGE_BUILD_ARGS) -t $(IMG) .
 
 IMAGE_BUILD_ARGS = --build-arg VERSION=$(VERSION) --build-arg GIT_COMMIT=$(GIT_COMMIT) --build-arg GIT_TREE_STATE=$(GIT_TREE_STATE)
@@ -173,22 +173,22 @@ container-tool:
 		echo "$(CONTAINER_TOOL) cannot reach its engine: start the Docker daemon (or check DOCKER_HOST), then retry." >&2; exit 1; }
 
 .PHONY: build-installer
-build-installer: manifests kustomize ## Write dist/install.yaml: everything `make deploy` installs, with the image $(IMG).
+build-installer: manifests kustomize ## Write dist/install.yaml: everything `make deploy` installs, with the image IMG.
 	mkdir -p dist
 	hack/kustomize-build.sh "$(KUSTOMIZE)" "$(IMG)" > dist/install.yaml
 
 ##@ Deployment
 
 .PHONY: install
-install: kustomize kubectl ## Install the UpgradePlan CRD into the cluster of $$KUBECONFIG.
+install: kustomize kubectl ## Install the UpgradePlan CRD into the cluster of $KUBECONFIG.
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
 
 .PHONY: uninstall
-uninstall: kustomize kubectl ## Remove the UpgradePlan CRD, and with it every UpgradePlan, from the cluster of $$KUBECONFIG.
+uninstall: kustomize kubectl ## Remove the UpgradePlan CRD, and with it every UpgradePlan, from the cluster of $KUBECONFIG.
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
 .PHONY: deploy
-deploy: kustomize kubectl ## Install the toolkit (config/default, image $(IMG)) into the cluster of $$KUBECONFIG.
+deploy: kustomize kubectl ## Install the toolkit (config/default, image IMG) into the cluster of $KUBECONFIG.
 	hack/kustomize-build.sh "$(KUSTOMIZE)" "$(IMG)" | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
@@ -196,7 +196,7 @@ undeploy: kustomize kubectl ## Remove what `make deploy` installed, the CRD and 
 	hack/kustomize-build.sh "$(KUSTOMIZE)" "$(IMG)" | $(KUBECTL) delete --ignore-not-found -f -
 
 .PHONY: helm-deploy
-helm-deploy: helm ## Install or upgrade the local Helm chart, image $(IMG), into the cluster of $$KUBECONFIG.
+helm-deploy: helm ## Install or upgrade the local Helm chart, image IMG, into the cluster of $KUBECONFIG.
 	img='$(IMG)'; repo=$${img%:*} tag=$${img##*:}; \
 	if [[ $${img##*/} != *:* ]]; then repo=$$img tag=latest; fi; \
 	$(HELM) upgrade --install upgrade-toolkit $(CHART_DIR) --namespace $(NAMESPACE) \
