@@ -78,7 +78,9 @@ func (w Wait) Until(ctx context.Context, cond Condition) error {
 	logger := log.FromContext(ctx)
 	start := time.Now()
 	last := ""
-	err := wait.PollUntilContextTimeout(ctx, w.Interval, w.Timeout, true, func(ctx context.Context) (bool, error) {
+	// The deadline bounds the waiting, not a check: a check under way when
+	// it passes runs with ctx, so that its result is the last status.
+	err := wait.PollUntilContextTimeout(ctx, w.Interval, w.Timeout, true, func(context.Context) (bool, error) {
 		done, status, err := cond(ctx)
 		if p := (*permanent)(nil); errors.As(err, &p) {
 			return false, p.err
