@@ -39,10 +39,13 @@ func (j *Job) updateNode(ctx context.Context, change func(*corev1.Node) bool) er
 }
 
 // taintNode taints the node kubevirt.io/drain=draining:NoSchedule, which
-// makes KubeVirt live-migrate its VMs away.
+// makes KubeVirt live-migrate its VMs away. A node that has a
+// kubevirt.io/drain:NoSchedule taint already (Harvester's maintenance mode
+// uses the value "scheduling") is being evacuated anyway, and a node can
+// have only one taint per key and effect: it keeps its taint.
 func (j *Job) taintNode(ctx context.Context, _ *state) error {
 	err := j.updateNode(ctx, func(n *corev1.Node) bool {
-		if slices.ContainsFunc(n.Spec.Taints, isDrainTaint) {
+		if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == drainTaint.Key && t.Effect == drainTaint.Effect }) {
 			return false
 		}
 		n.Spec.Taints = append(n.Spec.Taints, drainTaint)

@@ -29,8 +29,8 @@ const (
 // and for Kubernetes on a node with the given cores and pod limit, by GKE's
 // formula (which Harvester uses): 6% of the first core, 1% of the second,
 // 0.5% of the third and fourth, 0.25% of each further core, plus 400m when
-// the pod limit exceeds the default of 110. It returns the system and the
-// Kubernetes share, 2:3.
+// the pod limit exceeds the default of 110. Harvester reserves twice that
+// and splits it 2:3 between the system and Kubernetes, which it returns.
 func ReservedCPU(cores, maxPods int) (system, kube int) {
 	if cores <= 0 || maxPods <= 0 {
 		return 0, 0

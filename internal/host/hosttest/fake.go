@@ -41,6 +41,9 @@ type Fake struct {
 	// recorded, e.g. to play the node's reboot in a simulation.
 	OnUpgradeOS func(ctx context.Context, rootfs string) error
 	OnReboot    func(ctx context.Context, job host.JobContainer) error
+	// Observe, when set, sees every recorded operation as it happens, e.g.
+	// to order it among other events of a test.
+	Observe func(op string)
 }
 
 var _ host.Host = (*Fake)(nil)
@@ -71,6 +74,9 @@ func (f *Fake) File(path string) ([]byte, bool) {
 func (f *Fake) record(verb, arg string) error {
 	op := strings.TrimSpace(verb + " " + arg)
 	f.ops = append(f.ops, op)
+	if f.Observe != nil {
+		f.Observe(op)
+	}
 	if err := f.Errors[op]; err != nil {
 		return err
 	}
