@@ -51,31 +51,41 @@ RestoreVMConfigMapFailed or VMShutdownFailed on the plan.` + exitCodeHelp(helper
 		}
 		d := &helper.Detector{Client: c, Power: helper.RunStrategyPower{Client: c},
 			Events: &helper.Recorder{Client: c, Component: helper.ComponentDetector, Host: node}}
-		out := cmd.OutOrStdout()
+		var out strings.Builder
 		switch {
 		case shutdown:
-			res, err := d.Shutdown(ctx, planName, node)
-			printFound(out, node, res.Found)
+			var res helper.ShutdownResult
+			res, err = d.Shutdown(ctx, planName, node)
+			printFound(&out, node, res.Found)
 			if len(res.Stopped) > 0 {
-				fmt.Fprintf(out, "stopped: %s\n", strings.Join(res.Stopped, ", "))
+				fmt.Fprintf(&out, "stopped: %s\n", strings.Join(res.Stopped, ", "))
 			}
-			return err
 		case planName != "":
-			plan, err := helper.Plan(ctx, c, planName)
-			if err != nil {
-				return err
-			}
-			found, _, err := d.Record(ctx, plan, node)
-			printFound(out, node, found)
-			return err
+			var found helper.NodeVMs
+			found, err = recordOnly(ctx, d, planName, node)
+			printFound(&out, node, found)
+		default:
+			var found helper.NodeVMs
+			found, err = d.Detect(ctx, node)
+			printFound(&out, node, found)
 		}
-		found, err := d.Detect(ctx, node)
-		printFound(out, node, found)
+		if _, werr := fmt.Fprint(cmd.OutOrStdout(), out.String()); werr != nil && err == nil {
+			err = werr
+		}
 		return err
 	})
 }
 
-func printFound(out interface{ Write([]byte) (int, error) }, node string, found helper.NodeVMs) {
+func recordOnly(ctx context.Context, d *helper.Detector, planName, node string) (helper.NodeVMs, error) {
+	plan, err := helper.Plan(ctx, d.Client, planName)
+	if err != nil {
+		return helper.NodeVMs{}, err
+	}
+	found, _, err := d.Record(ctx, plan, node)
+	return found, err
+}
+
+func printFound(out *strings.Builder, node string, found helper.NodeVMs) {
 	fmt.Fprintf(out, "%d VM(s) on node %s cannot be live-migrated\n", len(found.NonMigratable), node)
 	for _, v := range found.NonMigratable {
 		fmt.Fprintf(out, "  %s\n", v)

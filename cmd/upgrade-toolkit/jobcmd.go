@@ -48,7 +48,7 @@ func exitCodeHelp(errs ...error) string {
 	fmt.Fprintf(&b, "  %-3d invalid command line\n", usageExitCode)
 	for _, c := range jobExitCodes {
 		for _, e := range errs {
-			if e == c.err {
+			if errors.Is(e, c.err) {
 				fmt.Fprintf(&b, "  %-3d %s\n", c.code, c.meaning)
 			}
 		}

@@ -46,15 +46,18 @@ the plan says spec.restoreVM: true.` + exitCodeHelp(waitfor.ErrTimeout, helper.E
 		r := &helper.Restorer{Client: c, Power: helper.RunStrategyPower{Client: c}, KubeVirtTimeout: kubevirtTimeout,
 			Events: &helper.Recorder{Client: c, Component: helper.ComponentRestoreVM, Host: node}}
 		res, err := r.Restore(ctx, planName, node)
-		out := cmd.OutOrStdout()
-		fmt.Fprintf(out, "recorded for node %s: %d VM(s)\n", node, len(res.Recorded))
+		var out strings.Builder
+		fmt.Fprintf(&out, "recorded for node %s: %d VM(s)\n", node, len(res.Recorded))
 		for _, l := range []struct {
 			what string
 			vms  []string
 		}{{"started", res.Started}, {"failed", res.Failed}, {"deleted since", res.Gone}} {
 			if len(l.vms) > 0 {
-				fmt.Fprintf(out, "%s: %s\n", l.what, strings.Join(l.vms, ", "))
+				fmt.Fprintf(&out, "%s: %s\n", l.what, strings.Join(l.vms, ", "))
 			}
+		}
+		if _, werr := fmt.Fprint(cmd.OutOrStdout(), out.String()); werr != nil && err == nil {
+			err = werr
 		}
 		return err
 	})

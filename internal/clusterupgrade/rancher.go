@@ -40,7 +40,7 @@ func (u *Upgrade) upgradeRancher(ctx context.Context, r *run) error {
 		log.FromContext(ctx).Info("Rancher runs the release's version already", "version", want)
 	} else {
 		if u.Rancher == nil {
-			return fmt.Errorf("Rancher runs %s and must be upgraded to %s, but the job has no way to upgrade it", running, want)
+			return fmt.Errorf("the embedded Rancher runs %s and must be upgraded to %s, but the job has no way to upgrade it", running, want)
 		}
 		if err := u.Rancher.Upgrade(ctx, r.rel); err != nil {
 			return fmt.Errorf("upgrading Rancher from %s to %s: %w", running, want, err)

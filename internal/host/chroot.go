@@ -304,8 +304,10 @@ func (h *Chroot) sparsifyPassive(ctx context.Context) error {
 // for it when the boot disk is a multipath device, which elemental would
 // otherwise mount read-only.
 func (h *Chroot) mountStateForMultipath(ctx context.Context) error {
-	dev, err := h.run(ctx, h.chroot("blkid", "-L", "COS_STATE"))
-	if err != nil || !strings.Contains(dev, "mapper") {
+	// blkid fails when no partition has the label: then there is nothing
+	// to mount either.
+	dev, _ := h.run(ctx, h.chroot("blkid", "-L", "COS_STATE"))
+	if !strings.Contains(dev, "mapper") {
 		return nil
 	}
 	if _, err := h.run(ctx, h.chroot("mountpoint", "-q", "/run/cos/state")); err == nil {
@@ -314,7 +316,7 @@ func (h *Chroot) mountStateForMultipath(ctx context.Context) error {
 	if err := os.MkdirAll(h.path("/run/cos/state"), 0o755); err != nil {
 		return err
 	}
-	_, err = h.run(ctx, h.chroot("mount", "-L", "COS_STATE", "/run/cos/state"))
+	_, err := h.run(ctx, h.chroot("mount", "-L", "COS_STATE", "/run/cos/state"))
 	return err
 }
 
@@ -334,7 +336,9 @@ func (h *Chroot) elementalUpgrade(ctx context.Context) error {
 		if _, err := h.run(ctx, Command{Name: "mount", Args: []string{"-o", "bind", h.Lib64, h.path("/lib64")}}); err != nil {
 			return err
 		}
-		defer func() { _, _ = h.run(context.WithoutCancel(ctx), Command{Name: "umount", Args: []string{h.path("/lib64")}}) }()
+		defer func() {
+			_, _ = h.run(context.WithoutCancel(ctx), Command{Name: "umount", Args: []string{h.path("/lib64")}})
+		}()
 	}
 	logFile := fmt.Sprintf("%s/elemental-upgrade-%s.log", UpgradeTmp, h.Now().UTC().Format("20060102150405"))
 	if err := os.MkdirAll(h.path(UpgradeTmp), 0o755); err != nil {

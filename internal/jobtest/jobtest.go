@@ -123,7 +123,9 @@ func UpgradeRepo(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineIn
 
 // RunStrategy sets the VM's run strategy.
 func RunStrategy(s string) VMOpt {
-	return func(vm *kubevirtv1.VirtualMachine, _ *kubevirtv1.VirtualMachineInstance) { vm.Spec.RunStrategy = ptr.To(s) }
+	return func(vm *kubevirtv1.VirtualMachine, _ *kubevirtv1.VirtualMachineInstance) {
+		vm.Spec.RunStrategy = ptr.To(s)
+	}
 }
 
 // Running uses the deprecated spec.running instead of a run strategy.
