@@ -1,0 +1,69 @@
+package sim
+
+import "github.com/harvester/upgrade-toolkit/internal/cluster"
+
+// Names that only the components the simulator plays use internally. The
+// ones the toolkit shares with them live in internal/cluster.
+const (
+	// system-upgrade-controller.
+	sucControllerName     = "system-upgrade-controller"
+	labelSUCController    = "upgrade.cattle.io/controller"
+	labelSUCVersion       = "upgrade.cattle.io/version"
+	labelSUCExclusive     = "upgrade.cattle.io/exclusive"
+	annotationSUCJobTTL   = "upgrade.cattle.io/ttl-seconds-after-finished"
+	sucJobTTLSeconds      = 900
+	sucJobBackoffLimit    = 2
+	sucJobDeadlineSeconds = 600
+	sucCondValidated      = "Validated"
+	sucCondLatestResolved = "LatestResolved"
+	sucCondComplete       = "Complete"
+
+	// Rancher.
+	labelMachineControlPlane = "rke.cattle.io/control-plane-role"
+	labelMachineEtcd         = "rke.cattle.io/etcd-role"
+	labelMachineWorker       = "rke.cattle.io/worker-role"
+	labelMachineClusterName  = "rke.cattle.io/cluster-name"
+	// machinePlanKey holds the node plan in the machine-plan Secret: the
+	// Kubernetes version and provisionGeneration the machine must run;
+	// appliedPlanKey is the plan the machine runs.
+	machinePlanKey        = "plan"
+	appliedPlanKey        = "appliedPlan"
+	drainErrorPDB         = "Cannot evict pod as it would violate the pod's disruption budget."
+	labelNodeControlPlane = "node-role.kubernetes.io/control-plane"
+	labelNodeEtcd         = "node-role.kubernetes.io/etcd"
+	labelNodeMaster       = "node-role.kubernetes.io/master"
+	labelNodeWorker       = "node-role.kubernetes.io/worker"
+	labelHostname         = "kubernetes.io/hostname"
+
+	// KubeVirt.
+	runStrategyAlways             = "Always"
+	runStrategyRerunOnFailure     = "RerunOnFailure"
+	runStrategyManual             = "Manual"
+	runStrategyHalted             = "Halted"
+	evictionLiveMigrate           = "LiveMigrate"
+	evictionLiveMigrateIfPossible = "LiveMigrateIfPossible"
+	annotationEvacuationMigration = "kubevirt.io/evacuationMigration"
+	labelMigrationVMIName         = "kubevirt.io/vmi-name"
+	evacuationPrefix              = "kubevirt-evacuation-"
+	vmiPhaseRunning               = "Running"
+	vmiPhaseScheduling            = "Scheduling"
+	migrationPending              = "Pending"
+	migrationSucceeded            = "Succeeded"
+
+	// Longhorn. annotationReplicaNodes is the simulator's own record of where
+	// a volume's replicas live (real Longhorn keeps Replica objects).
+	annotationReplicaNodes = "sim.upgrade-toolkit.harvesterhci.io/replica-nodes"
+	robustnessHealthy      = "healthy"
+	robustnessDegraded     = cluster.LonghornRobustnessDegraded
+
+	// Harvester's image controller (CDI backend).
+	condImageInitialized     = "Initialized"
+	condImageImported        = "Imported"
+	condImageRetryLimit      = "RetryLimitExceeded"
+	defaultImportFailMessage = "Unable to connect to http data source: expected status code 200, got 404. Status: 404 Not Found"
+
+	// kube-controller-manager.
+	labelEndpointSliceManagedBy = "endpointslice.kubernetes.io/managed-by"
+	endpointSliceController     = "endpointslice-controller.k8s.io"
+	pvcProtectionFinalizer      = "kubernetes.io/pvc-protection"
+)

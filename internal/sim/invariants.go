@@ -1,0 +1,390 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
+	"github.com/harvester/upgrade-toolkit/internal/names"
+)
+
+// The rules the Checker enforces.
+const (
+	// RulePhaseOrder: a plan's phases follow the pipeline order, each
+	// recorded in phaseTransitionTimestamps; Failed may follow any phase;
+	// nothing follows Succeeded or Failed.
+	RulePhaseOrder = "phase-order"
+	// RuleNodeStateForward: a node's state never moves back a tier.
+	RuleNodeStateForward = "node-state-forward"
+	// RuleOneNodeDraining: at most one node is in PreDraining, PreDrained,
+	// PostDraining or WaitingReboot.
+	RuleOneNodeDraining = "one-node-draining"
+	// RuleOneNodeCordoned: while a plan runs, at most one node is cordoned
+	// (nodes cordoned before are not counted).
+	RuleOneNodeCordoned = "one-node-cordoned"
+	// RuleVMLeftStopped: a VM that ran before the plan and is stopped after it
+	// is recorded in the plan's restore-vm ConfigMap.
+	RuleVMLeftStopped = "vm-left-stopped"
+	// RuleLeftBehind: nothing labelled with the plan is left once it ended.
+	RuleLeftBehind = "left-behind"
+)
+
+// Violation is a broken invariant.
+type Violation struct {
+	// Plan is the UpgradePlan concerned ("" for cluster-wide rules).
+	Plan string
+	// Rule is one of the Rule… constants.
+	Rule string
+	// Message says what happened.
+	Message string
+}
+
+func (v Violation) String() string {
+	if v.Plan == "" {
+		return fmt.Sprintf("[%s] %s", v.Rule, v.Message)
+	}
+	return fmt.Sprintf("[%s] plan %s: %s", v.Rule, v.Plan, v.Message)
+}
+
+// pipelineOrder is the order of a successful upgrade's phases.
+var pipelineOrder = []v1beta1.UpgradePlanPhase{
+	v1beta1.PhaseInitializing, v1beta1.PhaseInitialized, v1beta1.PhaseISODownloading, v1beta1.PhaseISODownloaded,
+	v1beta1.PhaseRepoCreating, v1beta1.PhaseRepoCreated, v1beta1.PhaseMetadataPopulating, v1beta1.PhaseMetadataPopulated,
+	v1beta1.PhaseImagePreloading, v1beta1.PhaseImagePreloaded, v1beta1.PhaseClusterUpgrading, v1beta1.PhaseClusterUpgraded,
+	v1beta1.PhaseNodeUpgrading, v1beta1.PhaseNodeUpgraded, v1beta1.PhaseCleaningUp, v1beta1.PhaseCleanedUp, v1beta1.PhaseSucceeded,
+}
+
+// drainingStates are the states of a node being drained or rebooted.
+var drainingStates = []v1beta1.NodeUpgradeState{
+	v1beta1.NodeStatePreDraining, v1beta1.NodeStatePreDrained, v1beta1.NodeStatePostDraining, v1beta1.NodeStateWaitingReboot,
+}
+
+// Checker watches UpgradePlans, Nodes and VirtualMachines during a run and
+// records every violation of the upgrade's invariants. Feed it with Attach
+// (informers) or the Observe methods; call CheckFinished once a plan ended.
+// It is safe for concurrent use.
+type Checker struct {
+	mu         sync.Mutex
+	plans      map[string]*planTrack
+	cordoned   map[string]bool // by the upgrade
+	preCordon  map[string]bool // cordoned before anything ran
+	ranBefore  map[string]bool // VMs running when first seen
+	violations []Violation
+	seen       map[Violation]bool
+}
+
+type planTrack struct {
+	phase  v1beta1.UpgradePlanPhase
+	phases []v1beta1.UpgradePlanPhase
+	states map[string]v1beta1.NodeUpgradeState
+}
+
+// NewChecker returns a Checker that has seen nothing yet.
+func NewChecker() *Checker {
+	return &Checker{
+		plans: map[string]*planTrack{}, cordoned: map[string]bool{}, preCordon: map[string]bool{},
+		ranBefore: map[string]bool{}, seen: map[Violation]bool{},
+	}
+}
+
+// Attach feeds the Checker from informers of UpgradePlans, Nodes and
+// VirtualMachines (e.g. Sim.Informers()).
+func (c *Checker) Attach(ctx context.Context, informers cache.Informers) error {
+	observe := func(obj any) {
+		switch o := obj.(type) {
+		case *v1beta1.UpgradePlan:
+			c.ObservePlan(o)
+		case *corev1.Node:
+			c.ObserveNode(o)
+		case *kubevirtv1.VirtualMachine:
+			c.ObserveVM(o)
+		}
+	}
+	for _, obj := range []client.Object{&v1beta1.UpgradePlan{}, &corev1.Node{}, &kubevirtv1.VirtualMachine{}} {
+		inf, err := informers.GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("sim: checker: %w", err)
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    observe,
+			UpdateFunc: func(_, obj any) { observe(obj) },
+		}); err != nil {
+			return fmt.Errorf("sim: checker: %w", err)
+		}
+	}
+	return nil
+}
+
+// Violations returns what the Checker found so far.
+func (c *Checker) Violations() []Violation {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.violations)
+}
+
+func (c *Checker) report(v Violation) {
+	if c.seen[v] {
+		return
+	}
+	c.seen[v] = true
+	c.violations = append(c.violations, v)
+}
+
+func phaseRank(p v1beta1.UpgradePlanPhase) int { return slices.Index(pipelineOrder, p) }
+
+// ObservePlan checks one state of a plan against the states seen before.
+func (c *Checker) ObservePlan(p *v1beta1.UpgradePlan) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.plans[p.Name]
+	if t == nil {
+		t = &planTrack{states: map[string]v1beta1.NodeUpgradeState{}}
+		c.plans[p.Name] = t
+	}
+	bad := func(rule, format string, args ...any) {
+		c.report(Violation{Plan: p.Name, Rule: rule, Message: fmt.Sprintf(format, args...)})
+	}
+
+	cur := p.Status.CurrentPhase
+	if cur != t.phase && t.phase != "" && !phaseMayFollow(t.phase, cur) {
+		bad(RulePhaseOrder, "phase moved from %s to %s", t.phase, cur)
+	}
+	if cur != "" {
+		t.phase = cur
+	}
+	var phases []v1beta1.UpgradePlanPhase
+	for _, ts := range p.Status.PhaseTransitionTimestamps {
+		phases = append(phases, ts.Phase)
+	}
+	if len(phases) < len(t.phases) || !slices.Equal(phases[:len(t.phases)], t.phases) {
+		bad(RulePhaseOrder, "phaseTransitionTimestamps was rewritten: %s became %s", joinPhases(t.phases), joinPhases(phases))
+	}
+	if msg := phaseSequenceError(phases); msg != "" {
+		bad(RulePhaseOrder, "%s", msg)
+	}
+	if cur != "" && len(phases) > 0 && phases[len(phases)-1] != cur {
+		bad(RulePhaseOrder, "currentPhase %s is not the last phase recorded in phaseTransitionTimestamps (%s)", cur, phases[len(phases)-1])
+	}
+	t.phases = phases
+
+	var draining []string
+	for node, st := range p.Status.NodeUpgradeStatuses {
+		if prev, ok := t.states[node]; ok && !v1beta1.CanMoveNodeState(prev, st.State) {
+			bad(RuleNodeStateForward, "node %s moved from %s to %s", node, prev, st.State)
+		}
+		t.states[node] = st.State
+		if slices.Contains(drainingStates, st.State) {
+			draining = append(draining, node+"="+string(st.State))
+		}
+	}
+	if len(draining) > 1 {
+		sort.Strings(draining)
+		bad(RuleOneNodeDraining, "%d nodes are draining or rebooting at once: %s", len(draining), strings.Join(draining, ", "))
+	}
+}
+
+// phaseMayFollow reports whether a plan in phase prev may next be seen in
+// phase next: forward in pipeline order (several steps in one write are
+// allowed here; phaseTransitionTimestamps must still list each), or Failed
+// from any phase that is not terminal.
+func phaseMayFollow(prev, next v1beta1.UpgradePlanPhase) bool {
+	switch {
+	case prev.IsTerminal():
+		return false
+	case next == v1beta1.PhaseFailed:
+		return true
+	}
+	return phaseRank(next) > phaseRank(prev) && phaseRank(prev) >= 0
+}
+
+// phaseSequenceError describes what is wrong with a recorded phase sequence,
+// "" when nothing: it starts with Initializing and each phase is the next in
+// pipeline order, or Failed after a phase that is not terminal.
+func phaseSequenceError(phases []v1beta1.UpgradePlanPhase) string {
+	for i, p := range phases {
+		if i == 0 {
+			if p != v1beta1.PhaseInitializing {
+				return fmt.Sprintf("the first recorded phase is %s, not %s", p, v1beta1.PhaseInitializing)
+			}
+			continue
+		}
+		prev := phases[i-1]
+		ok := !prev.IsTerminal() && (p == v1beta1.PhaseFailed || (phaseRank(prev) >= 0 && phaseRank(p) == phaseRank(prev)+1))
+		if !ok {
+			return fmt.Sprintf("recorded phases go from %s to %s: %s", prev, p, joinPhases(phases))
+		}
+	}
+	return ""
+}
+
+func joinPhases(ps []v1beta1.UpgradePlanPhase) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = string(p)
+	}
+	return "[" + strings.Join(s, " ") + "]"
+}
+
+// planRunning reports whether some plan has started and not ended.
+func (c *Checker) planRunning() bool {
+	for _, t := range c.plans {
+		if t.phase != "" && !t.phase.IsTerminal() {
+			return true
+		}
+	}
+	return false
+}
+
+// ObserveNode checks that the upgrade cordons at most one node at a time. A
+// node first seen cordoned while no plan runs was cordoned by someone else.
+func (c *Checker) ObserveNode(n *corev1.Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, known := c.cordoned[n.Name]
+	if !known && n.Spec.Unschedulable && !c.planRunning() {
+		c.preCordon[n.Name] = true
+	}
+	if !n.Spec.Unschedulable {
+		delete(c.preCordon, n.Name)
+	}
+	c.cordoned[n.Name] = n.Spec.Unschedulable && !c.preCordon[n.Name]
+	if !c.planRunning() {
+		return
+	}
+	var cordoned []string
+	for name, on := range c.cordoned {
+		if on {
+			cordoned = append(cordoned, name)
+		}
+	}
+	if len(cordoned) > 1 {
+		sort.Strings(cordoned)
+		c.report(Violation{Rule: RuleOneNodeCordoned, Message: fmt.Sprintf("%d nodes are cordoned at once: %s", len(cordoned), strings.Join(cordoned, ", "))})
+	}
+}
+
+// ObserveVM records whether a VM ran when the Checker first saw it.
+func (c *Checker) ObserveVM(vm *kubevirtv1.VirtualMachine) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := vmKey(vm.Namespace, vm.Name)
+	if _, ok := c.ranBefore[key]; !ok {
+		want := wantsRunning(vm)
+		c.ranBefore[key] = want != nil && *want
+	}
+}
+
+// CheckFinished checks a plan that ended (or was deleted): no VM that ran
+// before is left stopped unless recorded in the plan's restore-vm ConfigMap,
+// and nothing labelled with the plan is left. It returns the new violations,
+// which Violations also lists from then on.
+func (c *Checker) CheckFinished(ctx context.Context, r client.Reader, plan string) ([]Violation, error) {
+	var found []Violation
+	recorded := map[string]bool{}
+	cm := &corev1.ConfigMap{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.RestoreVMConfigMap(plan)}, cm); client.IgnoreNotFound(err) != nil {
+		return nil, err
+	}
+	for _, vms := range cm.Data {
+		for _, key := range strings.Split(vms, ",") {
+			recorded[strings.TrimSpace(key)] = true
+		}
+	}
+	var vms kubevirtv1.VirtualMachineList
+	if err := r.List(ctx, &vms); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	for i := range vms.Items {
+		vm := &vms.Items[i]
+		key := vmKey(vm.Namespace, vm.Name)
+		want := wantsRunning(vm)
+		if c.ranBefore[key] && want != nil && !*want && !recorded[key] {
+			found = append(found, Violation{Plan: plan, Rule: RuleVMLeftStopped, Message: fmt.Sprintf("VM %s ran before the upgrade and is stopped, but %s/%s does not record it", key, cluster.HarvesterNamespace, names.RestoreVMConfigMap(plan))})
+		}
+	}
+	c.mu.Unlock()
+
+	left, err := labelledWith(ctx, r, plan)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range left {
+		found = append(found, Violation{Plan: plan, Rule: RuleLeftBehind, Message: l + " is left behind"})
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var fresh []Violation
+	for _, v := range found {
+		if !c.seen[v] {
+			c.report(v)
+			fresh = append(fresh, v)
+		}
+	}
+	return fresh, nil
+}
+
+// labelledWith lists the objects of the kinds a plan creates that carry its
+// upgrade-plan label, as "Kind namespace/name".
+func labelledWith(ctx context.Context, r client.Reader, plan string) ([]string, error) {
+	kinds := []struct {
+		kind string
+		list client.ObjectList
+	}{
+		{"VirtualMachineImage", &harvesterv1beta1.VirtualMachineImageList{}},
+		{"Deployment", &appsv1.DeploymentList{}},
+		{"Service", &corev1.ServiceList{}},
+		{"Plan", &upgradev1.PlanList{}},
+		{"Job", &batchv1.JobList{}},
+		{"ConfigMap", &corev1.ConfigMapList{}},
+		{"Pod", &corev1.PodList{}},
+	}
+	var out []string
+	for _, k := range kinds {
+		if err := r.List(ctx, k.list, client.MatchingLabels{v1beta1.LabelUpgradePlan: plan}); err != nil {
+			return nil, fmt.Errorf("listing %ss labelled %s=%s: %w", k.kind, v1beta1.LabelUpgradePlan, plan, err)
+		}
+		items, err := metaItems(k.list)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range items {
+			desc := fmt.Sprintf("%s %s", k.kind, client.ObjectKeyFromObject(o))
+			if o.GetDeletionTimestamp() != nil {
+				desc += fmt.Sprintf(" (deleting, finalizers %v)", o.GetFinalizers())
+			}
+			out = append(out, desc)
+		}
+	}
+	return out, nil
+}
+
+func metaItems(list client.ObjectList) ([]client.Object, error) {
+	objs, err := apimeta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]client.Object, 0, len(objs))
+	for _, o := range objs {
+		if co, ok := o.(client.Object); ok {
+			out = append(out, co)
+		}
+	}
+	return out, nil
+}

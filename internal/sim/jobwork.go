@@ -1,0 +1,344 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
+	"github.com/harvester/upgrade-toolkit/internal/names"
+)
+
+// The simulated work of each job type: the effects the real job commands
+// have on the cluster, without touching a host.
+
+// pollInterval is how often simulated job work re-checks what it waits for.
+const pollInterval = 20 * time.Millisecond
+
+func (s *Sim) defaultJobWorks() map[string]JobWork {
+	return map[string]JobWork{
+		JobImagePreload:      func(context.Context, *batchv1.Job) error { return nil },
+		JobImageCleanup:      func(context.Context, *batchv1.Job) error { return nil },
+		JobClusterUpgrade:    s.clusterUpgradeWork,
+		JobPreDrain:          s.preDrainWork,
+		JobPostDrain:         s.postDrainWork,
+		JobSingleNodeUpgrade: s.singleNodeUpgradeWork,
+		JobRestoreVM:         s.restoreVMWork,
+	}
+}
+
+// jobPlan is the UpgradePlan a Job belongs to (label upgrade-plan).
+func (s *Sim) jobPlan(ctx context.Context, job *batchv1.Job) (*v1beta1.UpgradePlan, error) {
+	name := job.Labels[v1beta1.LabelUpgradePlan]
+	if name == "" {
+		return nil, fmt.Errorf("job %s/%s has no %s label: the job cannot tell which UpgradePlan it works for", job.Namespace, job.Name, v1beta1.LabelUpgradePlan)
+	}
+	plan := &v1beta1.UpgradePlan{}
+	if err := s.reader.Get(ctx, types.NamespacedName{Name: name}, plan); err != nil {
+		return nil, fmt.Errorf("reading UpgradePlan %s: %w", name, err)
+	}
+	return plan, nil
+}
+
+// releaseOf returns the plan's release metadata, which the jobs need.
+func releaseOf(plan *v1beta1.UpgradePlan) (*v1beta1.ReleaseMetadata, error) {
+	rm := plan.Status.ReleaseMetadata
+	if rm == nil || rm.Harvester == "" || rm.OS == "" || rm.Kubernetes == "" {
+		return nil, fmt.Errorf("UpgradePlan %s has no complete status.releaseMetadata (harvester, os, kubernetes): the jobs run only after MetadataPopulate", plan.Name)
+	}
+	return rm, nil
+}
+
+// clusterUpgradeWork upgrades the cluster's components: the running
+// Harvester version becomes the target's.
+func (s *Sim) clusterUpgradeWork(ctx context.Context, job *batchv1.Job) error {
+	plan, err := s.jobPlan(ctx, job)
+	if err != nil {
+		return err
+	}
+	rm, err := releaseOf(plan)
+	if err != nil {
+		return err
+	}
+	setting := &harvesterv1beta1.Setting{ObjectMeta: metav1.ObjectMeta{Name: cluster.ServerVersionSetting}}
+	return s.mutate(ctx, setting, false, func() bool {
+		if setting.Value == rm.Harvester {
+			return false
+		}
+		setting.Value = rm.Harvester
+		return true
+	})
+}
+
+// preDrainWork is the pre-drain job: it records and stops the VMs that
+// cannot live-migrate, taints the node kubevirt.io/drain so KubeVirt
+// evacuates the rest, and waits until no instance is left on the node.
+func (s *Sim) preDrainWork(ctx context.Context, job *batchv1.Job) error {
+	node := jobNode(job)
+	plan, err := s.jobPlan(ctx, job)
+	if err != nil {
+		return err
+	}
+	if err := s.shutDownNonMigratable(ctx, plan, node); err != nil {
+		return err
+	}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	if err := s.mutate(ctx, n, false, func() bool {
+		if hasDrainTaint(n) {
+			return false
+		}
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: cluster.TaintKubeVirtDrain, Value: cluster.KubeVirtDrainTaintValue, Effect: corev1.TaintEffectNoSchedule})
+		return true
+	}); err != nil {
+		return fmt.Errorf("tainting node %s: %w", node, err)
+	}
+	return s.waitNodeEmpty(ctx, node)
+}
+
+// postDrainWork is the post-drain job: it lifts the drain taint and, once
+// the Job completed, the node reboots into the new OS.
+func (s *Sim) postDrainWork(ctx context.Context, job *batchv1.Job) error {
+	node := jobNode(job)
+	plan, err := s.jobPlan(ctx, job)
+	if err != nil {
+		return err
+	}
+	rm, err := releaseOf(plan)
+	if err != nil {
+		return err
+	}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	if err := s.mutate(ctx, n, false, func() bool {
+		before := len(n.Spec.Taints)
+		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == cluster.TaintKubeVirtDrain })
+		return len(n.Spec.Taints) != before
+	}); err != nil {
+		return fmt.Errorf("removing the drain taint of node %s: %w", node, err)
+	}
+	return s.ScheduleReboot(ctx, node, job, rm.OS, rm.Kubernetes)
+}
+
+// singleNodeUpgradeWork is the single-node-upgrade job: it shuts every VM
+// down (recording them for restore), has Rancher move the cluster to the
+// target Kubernetes version without drain hooks, waits for the kubelet to run
+// it, and reboots the node into the new OS once the Job completed.
+func (s *Sim) singleNodeUpgradeWork(ctx context.Context, job *batchv1.Job) error {
+	node := jobNode(job)
+	plan, err := s.jobPlan(ctx, job)
+	if err != nil {
+		return err
+	}
+	rm, err := releaseOf(plan)
+	if err != nil {
+		return err
+	}
+	if err := s.shutDownNonMigratable(ctx, plan, node); err != nil {
+		return err
+	}
+	if err := s.waitNodeEmpty(ctx, node); err != nil {
+		return err
+	}
+	cl := &provisioningv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: cluster.LocalClusterName}}
+	if err := s.mutate(ctx, cl, false, func() bool {
+		if cl.Spec.KubernetesVersion == rm.Kubernetes {
+			return false
+		}
+		cl.Spec.KubernetesVersion = rm.Kubernetes
+		return true
+	}); err != nil {
+		return fmt.Errorf("setting the Kubernetes version of cluster fleet-local/local: %w", err)
+	}
+	want := kubeletVersion(rm.Kubernetes)
+	if err := s.poll(ctx, func() bool {
+		n := &corev1.Node{}
+		return s.c.Get(ctx, types.NamespacedName{Name: node}, n) == nil && n.Status.NodeInfo.KubeletVersion == want
+	}); err != nil {
+		return fmt.Errorf("waiting for node %s to run Kubernetes %s: %w", node, want, err)
+	}
+	return s.ScheduleReboot(ctx, node, job, rm.OS, rm.Kubernetes)
+}
+
+// restoreVMWork is the restore-vm job: it starts the VMs recorded for its
+// node.
+func (s *Sim) restoreVMWork(ctx context.Context, job *batchv1.Job) error {
+	node := jobNode(job)
+	plan := job.Labels[v1beta1.LabelUpgradePlan]
+	cm := &corev1.ConfigMap{}
+	if err := s.reader.Get(ctx, types.NamespacedName{Namespace: cluster.HarvesterNamespace, Name: names.RestoreVMConfigMap(plan)}, cm); err != nil {
+		return fmt.Errorf("reading the VMs to restore: %w", err)
+	}
+	for _, key := range strings.Split(cm.Data[node], ",") {
+		vm, ok := splitVMKey(key)
+		if !ok {
+			continue
+		}
+		if err := s.setRunStrategy(ctx, vm, runStrategyAlways); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("starting VM %s: %w", vm, err)
+		}
+	}
+	return nil
+}
+
+// shutDownNonMigratable is what vm-live-migrate-detector --shutdown does:
+// it records the node's non-migratable VMs in the plan's restore-vm
+// ConfigMap and stops them.
+func (s *Sim) shutDownNonMigratable(ctx context.Context, plan *v1beta1.UpgradePlan, node string) error {
+	var vmis kubevirtv1.VirtualMachineInstanceList
+	if err := s.reader.List(ctx, &vmis, client.MatchingLabels{cluster.LabelVMINodeName: node}); err != nil {
+		return err
+	}
+	var nodes corev1.NodeList
+	if err := s.reader.List(ctx, &nodes); err != nil {
+		return err
+	}
+	var stop []string
+	for i := range vmis.Items {
+		vmi := &vmis.Items[i]
+		if !harvesterMigratable(vmi, node, nodes.Items) && vmi.Labels[cluster.LabelHarvesterUpgrade] == "" && !paused(vmi) {
+			stop = append(stop, vmKey(vmi.Namespace, vmi.Name))
+		}
+	}
+	sort.Strings(stop)
+	if err := s.recordRestoreVMs(ctx, plan, node, stop); err != nil {
+		return fmt.Errorf("recording the VMs to restore: %w", err)
+	}
+	for _, key := range stop {
+		vm, _ := splitVMKey(key)
+		if err := s.setRunStrategy(ctx, vm, runStrategyHalted); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("stopping VM %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// paused reports whether the instance is paused, which the detector leaves
+// alone.
+func paused(vmi *kubevirtv1.VirtualMachineInstance) bool {
+	for _, c := range vmi.Status.Conditions {
+		if c.Type == "Paused" && c.Status == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// harvesterMigratable is Harvester's rule: with one non-witness node nothing
+// migrates; otherwise an instance with a node selector, a host device, or a
+// required node affinity that admits no other usable node cannot.
+func harvesterMigratable(vmi *kubevirtv1.VirtualMachineInstance, node string, nodes []corev1.Node) bool {
+	var others []*corev1.Node
+	workers := 0
+	for i := range nodes {
+		n := &nodes[i]
+		if n.Labels[cluster.LabelWitnessNode] == "true" {
+			continue
+		}
+		workers++
+		if n.Name != node && !n.Spec.Unschedulable {
+			others = append(others, n)
+		}
+	}
+	if workers <= 1 || vmi.Spec.NodeSelector != nil || len(vmi.Spec.Domain.Devices.HostDevices) > 0 {
+		return false
+	}
+	if a := vmi.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		return slices.ContainsFunc(others, func(n *corev1.Node) bool { return fits(n, vmi.Spec) })
+	}
+	return true
+}
+
+// recordRestoreVMs writes data[node] of the plan's restore-vm ConfigMap,
+// owned (not controlled) by the plan.
+func (s *Sim) recordRestoreVMs(ctx context.Context, plan *v1beta1.UpgradePlan, node string, vms []string) error {
+	value := strings.Join(vms, ",")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: names.RestoreVMConfigMap(plan.Name)}}
+	err := s.mutate(ctx, cm, false, func() bool {
+		if v, ok := cm.Data[node]; ok && v == value {
+			return false
+		}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[node] = value
+		return true
+	})
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	cm.Data = map[string]string{node: value}
+	cm.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: v1beta1.GroupVersion.String(), Kind: "UpgradePlan", Name: plan.Name, UID: plan.UID,
+	}}
+	return s.c.Create(ctx, cm)
+}
+
+// waitNodeEmpty waits until no VirtualMachineInstance runs on the node.
+func (s *Sim) waitNodeEmpty(ctx context.Context, node string) error {
+	return s.poll(ctx, func() bool {
+		var vmis kubevirtv1.VirtualMachineInstanceList
+		return s.c.List(ctx, &vmis, client.MatchingLabels{cluster.LabelVMINodeName: node}) == nil && len(vmis.Items) == 0
+	})
+}
+
+func (s *Sim) poll(ctx context.Context, done func() bool) error {
+	return wait.PollUntilContextCancel(ctx, pollInterval, true, func(context.Context) (bool, error) { return done(), nil })
+}
+
+// kubeletVersion is the version a kubelet reports for a Rancher Kubernetes
+// version, which may spell the build suffix with '-' (v1.35.2-rke2r1).
+func kubeletVersion(k8s string) string {
+	return strings.Replace(k8s, "-rke2", "+rke2", 1)
+}
+
+// reboot is a node reboot the simulator has scheduled, kept in an annotation
+// of the Node: once the Job that asked for it is complete, the node goes
+// NotReady, and after the reboot time it comes back with the new OS.
+type reboot struct {
+	// Job is namespace/name of the Job after whose completion the node
+	// reboots.
+	Job            string `json:"job"`
+	OSImage        string `json:"osImage"`
+	KubeletVersion string `json:"kubeletVersion"`
+	// Since is when the node went down; empty until then.
+	Since *metav1.Time `json:"since,omitempty"`
+}
+
+const annotationReboot = "sim.upgrade-toolkit.harvesterhci.io/reboot"
+
+// ScheduleReboot makes the node reboot into osImage with kubelet version
+// kubelet once the Job completes, like the reboot unit the node jobs install.
+// A node listed in FaultSet.NeverReturn stays down.
+func (s *Sim) ScheduleReboot(ctx context.Context, node string, job *batchv1.Job, osImage, kubelet string) error {
+	r := reboot{Job: job.Namespace + "/" + job.Name, OSImage: osImage, KubeletVersion: kubeletVersion(kubelet)}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	return s.mutate(ctx, n, false, func() bool {
+		if n.Annotations[annotationReboot] != "" {
+			return false
+		}
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[annotationReboot] = string(b)
+		return true
+	})
+}

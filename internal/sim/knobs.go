@@ -1,0 +1,182 @@
+package sim
+
+import (
+	"slices"
+	"sync"
+	"time"
+)
+
+// Job types the Job runner tells apart: the management.harvesterhci.io/job-type
+// label of node Jobs, else the upgrade-component label (cluster-upgrade, and
+// the image-preload and image-cleanup SUC Jobs, which carry their Plan's
+// labels).
+const (
+	JobImagePreload      = "image-preload"
+	JobClusterUpgrade    = "cluster-upgrade"
+	JobPreDrain          = "pre-drain"
+	JobPostDrain         = "post-drain"
+	JobSingleNodeUpgrade = "single-node-upgrade"
+	JobRestoreVM         = "restore-vm"
+	JobImageCleanup      = "image-cleanup"
+)
+
+// Timing holds how long each simulated step takes. The zero value makes every
+// step instant, which is what benchmarks want; DemoTiming gives steps a person
+// can watch.
+type Timing struct {
+	// ImportStep is the time between two progress updates of an ISO import
+	// (the import reports 0, 25, 50, 75 and 100 percent).
+	ImportStep time.Duration
+	// DeploymentReady is how long a Deployment takes to become available.
+	DeploymentReady time.Duration
+	// Jobs is the least time a Job of each type runs, by job type.
+	Jobs map[string]time.Duration
+	// DrainStep is the time Rancher takes for each drain step (cordon,
+	// drain, applying the new Kubernetes version, uncordon).
+	DrainStep time.Duration
+	// Reboot is how long a node stays NotReady while it reboots.
+	Reboot time.Duration
+	// Migration is how long a live migration takes.
+	Migration time.Duration
+	// ReplicaRebuild is how long a Longhorn volume stays degraded after the
+	// node of one of its replicas came back.
+	ReplicaRebuild time.Duration
+}
+
+// DemoTiming returns step durations that make an upgrade visible to a person
+// yet finish a 3-node upgrade in well under a minute.
+func DemoTiming() Timing {
+	return Timing{
+		ImportStep:      300 * time.Millisecond,
+		DeploymentReady: 500 * time.Millisecond,
+		Jobs: map[string]time.Duration{
+			JobImagePreload: time.Second, JobClusterUpgrade: 2 * time.Second,
+			JobPreDrain: time.Second, JobPostDrain: time.Second, JobSingleNodeUpgrade: 2 * time.Second,
+			JobRestoreVM: 500 * time.Millisecond, JobImageCleanup: 500 * time.Millisecond,
+		},
+		DrainStep:      300 * time.Millisecond,
+		Reboot:         time.Second,
+		Migration:      300 * time.Millisecond,
+		ReplicaRebuild: 500 * time.Millisecond,
+	}
+}
+
+func (t Timing) job(jobType string) time.Duration { return t.Jobs[jobType] }
+
+// JobFault makes Jobs of one type fail, on one node or on every node.
+type JobFault struct {
+	// Type is the job type (JobPreDrain, JobImagePreload, ...).
+	Type string
+	// Node limits the fault to the Job of one node; empty means every Job of
+	// the type (cluster-upgrade Jobs have no node).
+	Node string
+	// Reason is the Job's Failed condition reason: BackoffLimitExceeded
+	// (default) or DeadlineExceeded.
+	Reason string
+	// Message is what the failed command would have printed; the simulator
+	// logs it (a real Job's condition does not carry it).
+	Message string
+}
+
+// ImportFault makes the import of VirtualMachineImages fail.
+type ImportFault struct {
+	// Image limits the fault to one VirtualMachineImage (namespace/name or
+	// name); empty means every image.
+	Image string
+	// Message is the importer's error, as CDI reports it.
+	Message string
+}
+
+// FaultSet is the set of faults injected into the simulated cluster.
+type FaultSet struct {
+	// FailJobs lists Jobs that fail instead of doing their work.
+	FailJobs []JobFault
+	// FailImport, when set, makes ISO imports fail.
+	FailImport *ImportFault
+	// NeverReturn lists nodes that go NotReady on reboot and never come back.
+	NeverReturn []string
+	// StallDrain lists nodes whose drain never finishes: Rancher keeps
+	// reporting a PodDisruptionBudget eviction error.
+	StallDrain []string
+}
+
+// faults guards the fault set, which tests and the demo may change while the
+// simulation runs.
+type faults struct {
+	mu  sync.RWMutex
+	set FaultSet
+}
+
+func (f *faults) replace(set FaultSet) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.set = set
+}
+
+func (f *faults) job(jobType, node string) *JobFault {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, jf := range f.set.FailJobs {
+		if jf.Type == jobType && (jf.Node == "" || jf.Node == node) {
+			out := jf
+			return &out
+		}
+	}
+	return nil
+}
+
+func (f *faults) importFault(namespace, name string) *ImportFault {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	imp := f.set.FailImport
+	if imp == nil || (imp.Image != "" && imp.Image != name && imp.Image != namespace+"/"+name) {
+		return nil
+	}
+	out := *imp
+	return &out
+}
+
+func (f *faults) neverReturns(node string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return slices.Contains(f.set.NeverReturn, node)
+}
+
+func (f *faults) drainStalls(node string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return slices.Contains(f.set.StallDrain, node)
+}
+
+// stepClock remembers when a timed step began, so that a reconciler can wait
+// out a step's duration with RequeueAfter instead of blocking.
+type stepClock struct {
+	mu      sync.Mutex
+	started map[string]time.Time
+}
+
+// remaining returns how long step key still runs, starting its clock on the
+// first call; it stays 0 once the time passed, until forget restarts the step.
+func (c *stepClock) remaining(key string, d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started == nil {
+		c.started = map[string]time.Time{}
+	}
+	start, ok := c.started[key]
+	if !ok {
+		c.started[key] = time.Now()
+		return d
+	}
+	return max(d-time.Since(start), 0)
+}
+
+// forget ends step key, so that it starts again on the next remaining.
+func (c *stepClock) forget(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.started, key)
+}
