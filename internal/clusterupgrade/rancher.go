@@ -62,7 +62,9 @@ func (u *Upgrade) upgradeRancher(ctx context.Context, r *run) error {
 // image of the release's agent image archives, which wharfie extracts
 // without a container runtime; the release keeps Rancher's values, with the
 // new image tag, and without extraEnv (which would override settings such
-// as the shell image).
+// as the shell image). Helm acts with the job's service account, which
+// must be allowed to install Rancher's chart (in practice cluster-admin,
+// which Harvester's "harvester" service account is).
 type HelmRancher struct {
 	// Repo is the upgrade repo.
 	Repo *release.Client
