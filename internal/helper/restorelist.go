@@ -59,8 +59,9 @@ func FormatVMList(vms []types.NamespacedName) string {
 }
 
 // RecordVMs adds vms to the node's entry of the plan's restore list, creating
-// the ConfigMap if needed: labelled for the plan so that its cleanup deletes
-// it, and owned by the plan. VMs already listed stay listed, so that a job
+// the ConfigMap if needed. It is owned by the plan, not labelled with it: it
+// is the record of the VMs the upgrade shut down, so the plan's cleanup
+// keeps it, and it goes when the plan is deleted. VMs already listed stay listed, so that a job
 // that restarts after stopping some VMs (whose instances are gone) does not
 // forget them. It reports whether it created the ConfigMap.
 //
@@ -76,10 +77,6 @@ func RecordVMs(ctx context.Context, c client.Client, plan *v1beta1.UpgradePlan, 
 			cm = &corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{
 					Namespace: key.Namespace, Name: key.Name,
-					Labels: map[string]string{
-						v1beta1.LabelUpgradePlan:      plan.Name,
-						v1beta1.LabelUpgradeComponent: v1beta1.ComponentNodeUpgrade,
-					},
 					OwnerReferences: []metav1.OwnerReference{{
 						APIVersion: v1beta1.GroupVersion.String(), Kind: "UpgradePlan", Name: plan.Name, UID: plan.UID,
 					}},

@@ -93,6 +93,10 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	cfg = rest.CopyConfig(cfg)
+	// client-go's default of 5 requests a second (controller-runtime: 20)
+	// would pace a 200-node upgrade; the manager's writes are few and small.
+	cfg.QPS, cfg.Burst = max(cfg.QPS, 50), max(cfg.Burst, 100)
 	mgr, err := ctrl.NewManager(apicount.Instrument(cfg), ctrl.Options{
 		Scheme:                 cluster.NewScheme(),
 		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},

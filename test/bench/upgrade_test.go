@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/apicount"
 	"github.com/harvester/upgrade-toolkit/internal/sim"
 	"github.com/harvester/upgrade-toolkit/internal/simrun"
 	"github.com/harvester/upgrade-toolkit/internal/testenv"
@@ -66,6 +67,7 @@ func BenchmarkUpgrade(b *testing.B) {
 				b.ReportMetric(float64(r.writes)/float64(nodes), "writes/node")
 				b.ReportMetric(float64(r.quietWrites), "quiet-writes")
 				b.ReportMetric(float64(r.reconciles["upgradeplan"]), "plan-reconciles")
+				b.ReportMetric(r.reconcileTime.Seconds()*1000/float64(nodes), "reconcile-ms/node")
 				b.ReportMetric(float64(r.rssPeak)/(1<<20), "rss-MiB")
 				b.ReportMetric(float64(r.heapPeak)/(1<<20), "heap-MiB")
 				b.Log("\n" + r.String())
@@ -81,15 +83,20 @@ type result struct {
 	writes      int
 	quietWrites int
 	reconciles  map[string]int
-	requests    map[string]int // "verb resource"
+	// reconcileTime is the time spent in reconciles, all controllers.
+	reconcileTime time.Duration
+	requests      map[string]int // "verb resource"
+	// quiet are the writes made after the plan finished.
+	quiet map[string]int
 	rssPeak     uint64
 	heapPeak    uint64
 }
 
 func (r *result) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d nodes: Succeeded in %s, %d API writes (%d after the end), manager RSS peak %.1f MiB, heap peak %.1f MiB\n",
-		r.nodes, r.wall.Round(time.Millisecond), r.writes, r.quietWrites, float64(r.rssPeak)/(1<<20), float64(r.heapPeak)/(1<<20))
+	fmt.Fprintf(&b, "%d nodes: Succeeded in %s, %s in reconciles, %d API writes (%d after the end %v), manager RSS peak %.1f MiB, heap peak %.1f MiB\n",
+		r.nodes, r.wall.Round(time.Millisecond), r.reconcileTime.Round(time.Millisecond), r.writes, r.quietWrites, r.quiet,
+		float64(r.rssPeak)/(1<<20), float64(r.heapPeak)/(1<<20))
 	var ctrls []string
 	for c := range r.reconciles {
 		ctrls = append(ctrls, c)
@@ -144,8 +151,13 @@ func upgrade(b *testing.B, nodes int) *result {
 	before := mgr.scrape(b)
 	time.Sleep(2 * time.Second)
 	after := mgr.scrape(b)
-	r := &result{nodes: nodes, wall: wall, reconciles: after.reconciles, requests: after.requests,
-		writes: after.writes(), quietWrites: after.writes() - before.writes()}
+	r := &result{nodes: nodes, wall: wall, reconciles: after.reconciles, requests: after.requests, reconcileTime: after.reconcileTime,
+		writes: after.writes(), quietWrites: after.writes() - before.writes(), quiet: map[string]int{}}
+	for k, n := range after.requests {
+		if d := n - before.requests[k]; d > 0 && isWrite(k) {
+			r.quiet[k] = d
+		}
+	}
 	r.rssPeak, r.heapPeak = mgr.peaks()
 	return r
 }
@@ -240,15 +252,17 @@ func (m *manager) stop() {
 
 // counts are the manager's counters at one moment.
 type counts struct {
-	reconciles map[string]int
-	requests   map[string]int
+	reconciles    map[string]int
+	reconcileTime time.Duration
+	requests      map[string]int
 }
+
+func isWrite(key string) bool { return apicount.IsWrite(strings.Fields(key)[0]) }
 
 func (c counts) writes() int {
 	n := 0
 	for k, v := range c.requests {
-		switch strings.Fields(k)[0] {
-		case "create", "update", "patch", "delete", "deletecollection":
+		if isWrite(k) {
 			n += v
 		}
 	}
@@ -264,6 +278,9 @@ func (m *manager) scrape(b *testing.B) counts {
 	c := counts{reconciles: map[string]int{}, requests: map[string]int{}}
 	for _, mt := range fams["controller_runtime_reconcile_total"].GetMetric() {
 		c.reconciles[label(mt, "controller")] += int(mt.GetCounter().GetValue())
+	}
+	for _, mt := range fams["controller_runtime_reconcile_time_seconds"].GetMetric() {
+		c.reconcileTime += time.Duration(mt.GetHistogram().GetSampleSum() * float64(time.Second))
 	}
 	for _, mt := range fams["upgrade_toolkit_api_requests_total"].GetMetric() {
 		c.requests[label(mt, "verb")+" "+label(mt, "resource")] += int(mt.GetCounter().GetValue())
