@@ -87,9 +87,9 @@ type result struct {
 	reconcileTime time.Duration
 	requests      map[string]int // "verb resource"
 	// quiet are the writes made after the plan finished.
-	quiet map[string]int
-	rssPeak     uint64
-	heapPeak    uint64
+	quiet    map[string]int
+	rssPeak  uint64
+	heapPeak uint64
 }
 
 func (r *result) String() string {
