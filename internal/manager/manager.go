@@ -133,6 +133,16 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
+// stripNode drops what the manager never reads from a cached Node and what
+// makes Nodes big: managedFields and the list of images (hundreds per node).
+func stripNode(obj any) (any, error) {
+	if n, ok := obj.(*corev1.Node); ok {
+		n.ManagedFields = nil
+		n.Status.Images = nil
+	}
+	return obj, nil
+}
+
 // cacheOptions keep the manager's memory small on large clusters: the cache
 // holds only the Jobs and pods of upgrades, the Secrets of Rancher's machine
 // plans, and the ConfigMaps and EndpointSlices of the namespaces the
@@ -143,15 +153,20 @@ func cacheOptions() cache.Options {
 		panic(err) // a constant selector
 	}
 	byPlan := labels.NewSelector().Add(*ours)
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&batchv1.Job{}: {Label: byPlan},
-		&corev1.Pod{}:  {Label: byPlan},
-		&corev1.Secret{}: {Namespaces: map[string]cache.Config{cluster.FleetLocalNamespace: {
-			FieldSelector: fields.OneTermEqualSelector("type", cluster.MachinePlanSecretType),
-		}}},
-		&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{cluster.HarvesterNamespace: {}}},
-		&discoveryv1.EndpointSlice{}: {Namespaces: map[string]cache.Config{
-			cluster.HarvesterNamespace: {}, "default": {},
-		}},
-	}}
+	return cache.Options{
+		// Nothing reads managedFields; on a large cluster they are much of
+		// every cached object.
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Node{}: {Transform: stripNode},
+			&batchv1.Job{}: {Label: byPlan},
+			&corev1.Pod{}:  {Label: byPlan},
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{cluster.FleetLocalNamespace: {
+				FieldSelector: fields.OneTermEqualSelector("type", cluster.MachinePlanSecretType),
+			}}},
+			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{cluster.HarvesterNamespace: {}}},
+			&discoveryv1.EndpointSlice{}: {Namespaces: map[string]cache.Config{
+				cluster.HarvesterNamespace: {}, "default": {},
+			}},
+		}}
 }

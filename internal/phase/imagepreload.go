@@ -109,7 +109,7 @@ type nodePlanStates struct {
 // finished), fails the plan if a node failed, and is done when all are.
 func trackNodePlan(ctx context.Context, s *Scope, nodes []corev1.Node, m nodePlanStates) (Result, error) {
 	var jobs batchv1.JobList
-	if err := s.Client.List(ctx, &jobs, client.InNamespace(cluster.CattleNamespace),
+	if err := s.Client.List(ctx, &jobs, client.InNamespace(cluster.CattleNamespace), client.UnsafeDisableDeepCopy,
 		client.MatchingLabels{v1beta1.LabelUpgradePlan: s.Plan.Name, v1beta1.LabelUpgradeComponent: m.component}); err != nil {
 		return Result{}, fmt.Errorf("listing the Jobs of Plan %s/%s: %w", cluster.CattleNamespace, m.plan, err)
 	}
