@@ -92,6 +92,9 @@ const (
 	// AnnotationPendingOSImage on a Node is the osImage the node must report
 	// after its reboot for the upgrade of that node to count as done.
 	AnnotationPendingOSImage = Prefix + "pendingOSImage"
+	// AnnotationRestoreRunStrategy on a VirtualMachine the upgrade stopped
+	// holds the run strategy it had, which restore-vm puts back.
+	AnnotationRestoreRunStrategy = Prefix + "restore-run-strategy"
 )
 
 // FinalizerCleanup keeps a plan until everything it created and changed has

@@ -66,6 +66,11 @@ func newManagerCommand() *cobra.Command {
 		"service account of the system-upgrade-controller Plans' Jobs ($UPGRADE_PLAN_SERVICE_ACCOUNT)")
 	f.StringVar(&phaseCfg.ToolkitRepository, "toolkit-image-repository", phaseCfg.ToolkitRepository,
 		"repository of the upgrade-toolkit image the workloads run (a plan's management.harvesterhci.io/upgrade-toolkit-image annotation overrides it)")
+	f.Var(repoURLFlag{&phaseCfg}, "repo-url",
+		"reach every plan's upgrade repo at this base URL instead of its Service's cluster address, e.g. http://localhost:8080/harvester-iso/ "+
+			"through `kubectl port-forward` when the manager runs outside the cluster; {namespace} and {service} are replaced by the Service's")
+	f.Var(daysFlag{&phaseCfg.MinCertValidity}, "min-certs-expiration-days",
+		"days the API server's certificates must stay valid for an upgrade to start, unless a plan's management.harvesterhci.io/min-certs-expiration-in-day says otherwise")
 	zapFlags := goFlagSet()
 	zapOpts.BindFlags(zapFlags)
 	f.AddGoFlagSet(zapFlags)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/catalogv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
@@ -104,6 +105,15 @@ func fixtures() []fixture {
 		{schema.GroupResource{Group: "longhorn.io", Resource: "volumes"}, true, true,
 			&longhornv1beta2.Volume{ObjectMeta: objMeta(cluster.LonghornNamespace, "pvc-1"), Spec: longhornv1beta2.VolumeSpec{NumberOfReplicas: 3},
 				Status: longhornv1beta2.VolumeStatus{State: "attached", Robustness: "healthy", KubernetesStatus: longhornv1beta2.KubernetesStatus{Namespace: "default", PVCName: "data"}}}},
+		{schema.GroupResource{Group: "longhorn.io", Resource: "engines"}, true, true,
+			&longhornv1beta2.Engine{ObjectMeta: objMeta(cluster.LonghornNamespace, "pvc-1-e-0"), Spec: longhornv1beta2.EngineSpec{VolumeName: "pvc-1", NodeID: "n1"},
+				Status: longhornv1beta2.EngineStatus{CurrentState: "running", ReplicaModeMap: map[string]string{"pvc-1-r-1": "RW", "pvc-1-r-2": "WO"}}}},
+		{schema.GroupResource{Group: "management.cattle.io", Resource: "settings"}, false, false,
+			&managementv3.Setting{ObjectMeta: objMeta("", "server-version"), Value: "v2.14.0", Default: "dev"}},
+		{schema.GroupResource{Group: "catalog.cattle.io", Resource: "clusterrepos"}, false, true,
+			&catalogv1.ClusterRepo{ObjectMeta: objMeta("", "harvester-charts"),
+				Spec:   catalogv1.ClusterRepoSpec{URL: "http://harvester-cluster-repo.cattle-system/charts", ForceUpdate: &metav1.Time{Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}},
+				Status: catalogv1.ClusterRepoStatus{DownloadTime: metav1.Time{Time: time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)}, ObservedGeneration: 1}}},
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
 )
@@ -110,4 +111,34 @@ func SetKubeVirtComparePatch(ctx context.Context, c client.Client, want bool) er
 		return fmt.Errorf("updating the comparePatches of ManagedChart %s/%s: %w", FleetLocalNamespace, HarvesterManagedChart, err)
 	}
 	return nil
+}
+
+// KubeVirtReady judges the KubeVirt installation: ready when its phase is
+// Deployed and its Available condition is not False. The status says what
+// it reports otherwise.
+func KubeVirtReady(kv *kubevirtv1.KubeVirt) (ready bool, status string) {
+	st := kv.Status
+	status = fmt.Sprintf("KubeVirt %s/%s is in phase %q", kv.Namespace, kv.Name, st.Phase)
+	if c := common.FindCondition(st.Conditions, ConditionAvailable); c != nil {
+		status += fmt.Sprintf(", Available=%s", c.Status)
+		if c.Message != "" {
+			status += " (" + c.Message + ")"
+		}
+		if c.Status == "False" {
+			return false, status
+		}
+	}
+	if st.ObservedKubeVirtVersion != "" {
+		status += ", version " + st.ObservedKubeVirtVersion
+	}
+	return st.Phase == KubeVirtPhaseDeployed, status
+}
+
+// KubeVirtObject reads harvester-system/kubevirt.
+func KubeVirtObject(ctx context.Context, c client.Reader) (*kubevirtv1.KubeVirt, error) {
+	kv := &kubevirtv1.KubeVirt{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: HarvesterNamespace, Name: KubeVirtName}, kv); err != nil {
+		return nil, fmt.Errorf("reading KubeVirt %s/%s: %w", HarvesterNamespace, KubeVirtName, err)
+	}
+	return kv, nil
 }

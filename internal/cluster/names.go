@@ -95,3 +95,62 @@ const (
 	// (kubevirt.io/drain=draining:NoSchedule), so cleanup removes only its own.
 	KubeVirtDrainTaintValue = "draining"
 )
+
+// KubeVirt's evacuation of a node tainted TaintKubeVirtDrain.
+const (
+	// EvacuationMigrationPrefix starts the name of every
+	// VirtualMachineInstanceMigration KubeVirt creates to evacuate a node.
+	EvacuationMigrationPrefix = "kubevirt-evacuation-"
+	// EvacuationPDBPrefix starts the name of the PodDisruptionBudget KubeVirt
+	// puts on a VM's pods while it evacuates them; a drain fails while one is
+	// left.
+	EvacuationPDBPrefix = "kubevirt-migration-pdb-" + EvacuationMigrationPrefix
+	// LabelMigrationVMIName on a migration names the instance it moves.
+	LabelMigrationVMIName = "kubevirt.io/vmi-name"
+	// EventFailedMigration is the reason of the Warning event KubeVirt
+	// records on a migration that failed.
+	EventFailedMigration = "FailedMigration"
+)
+
+// Objects the cluster upgrade reads and changes.
+const (
+	// RancherDeployment is the embedded Rancher in cattle-system.
+	RancherDeployment = "rancher"
+	// RancherServerVersionSetting is the Rancher setting (management.cattle.io)
+	// that holds the running Rancher version.
+	RancherServerVersionSetting = "server-version"
+	// HarvesterClusterRepoDeployment in cattle-system serves the Harvester
+	// release's Helm charts to Rancher; its image is tagged with the release.
+	HarvesterClusterRepoDeployment = "harvester-cluster-repo"
+	// HarvesterClusterRepoContainer is the container of that Deployment.
+	HarvesterClusterRepoContainer = "httpd"
+	// HarvesterClusterRepoImage is the image repository of that container.
+	HarvesterClusterRepoImage = "rancher/harvester-cluster-repo"
+	// HarvesterChartsRepo is the ClusterRepo (catalog.cattle.io) Rancher
+	// indexes the Harvester charts from.
+	HarvesterChartsRepo = "harvester-charts"
+	// HarvesterCRDManagedChart deploys Harvester's CRDs.
+	HarvesterCRDManagedChart = "harvester-crd"
+	// MonitoringCRDManagedChart and LoggingCRDManagedChart deploy the CRDs of
+	// the monitoring and logging add-ons.
+	MonitoringCRDManagedChart = "rancher-monitoring-crd"
+	LoggingCRDManagedChart    = "rancher-logging-crd"
+	// MonitoringManagedChart and LoggingManagedChart deployed the monitoring
+	// and logging stacks before they became Addons; old clusters may still
+	// have them.
+	MonitoringManagedChart = "rancher-monitoring"
+	LoggingManagedChart    = "rancher-logging"
+	// MonitoringAddon and LoggingAddon are the Addons of the monitoring and
+	// logging stacks, in MonitoringNamespace and LoggingNamespace.
+	MonitoringAddon     = "rancher-monitoring"
+	MonitoringNamespace = "cattle-monitoring-system"
+	LoggingAddon        = "rancher-logging"
+	LoggingNamespace    = "cattle-logging-system"
+	// LonghornManagerDaemonSet runs Longhorn's manager on every node.
+	LonghornManagerDaemonSet = "longhorn-manager"
+	// LonghornNodeDrainPolicy and LonghornDetachWhenCordoned are Longhorn
+	// settings the Harvester chart sets when the cluster still has Longhorn's
+	// defaults.
+	LonghornNodeDrainPolicy    = "node-drain-policy"
+	LonghornDetachWhenCordoned = "detach-manually-attached-volumes-when-cordoned"
+)

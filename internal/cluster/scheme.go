@@ -7,6 +7,7 @@ import (
 
 	upgradev1beta1 "github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/catalogv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
@@ -28,6 +29,7 @@ func AddToScheme(s *runtime.Scheme) error {
 		capiv1beta1.AddToScheme,
 		kubevirtv1.AddToScheme,
 		longhornv1beta2.AddToScheme,
+		catalogv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			return err

@@ -33,3 +33,37 @@ const (
 	AddonStateDeployed = "AddonDeploySuccessful"
 	AddonStateDisabled = "AddonDisabled"
 )
+
+// Longhorn volume and engine values the node jobs judge.
+const (
+	LonghornRobustnessHealthy = "healthy"
+	// LonghornEngineRunning is the state of an engine that serves its volume.
+	LonghornEngineRunning = "running"
+	// LonghornReplicaRW is the mode of a replica in sync with its engine.
+	LonghornReplicaRW = "RW"
+	// Longhorn's defaults of the settings the Harvester chart overrides, and
+	// the values it wants instead.
+	LonghornNodeDrainPolicyDefault    = "block-if-contains-last-replica"
+	LonghornNodeDrainPolicyHarvester  = "allow-if-replica-is-stopped"
+	LonghornDetachWhenCordonedDefault = "false"
+)
+
+// KubeVirt values.
+const (
+	// KubeVirtPhaseDeployed is the phase of a KubeVirt installation whose
+	// components all run the observed version.
+	KubeVirtPhaseDeployed = "Deployed"
+	// ConditionAvailable is KubeVirt's condition that its API and
+	// controllers serve.
+	ConditionAvailable = "Available"
+	// ConditionPaused is True on a paused VirtualMachineInstance.
+	ConditionPaused = "Paused"
+	// VirtualMachine run strategies.
+	RunStrategyAlways         = "Always"
+	RunStrategyRerunOnFailure = "RerunOnFailure"
+	RunStrategyManual         = "Manual"
+	RunStrategyHalted         = "Halted"
+	RunStrategyOnce           = "Once"
+	// MigrationPhaseFailed is the phase of a failed migration.
+	MigrationPhaseFailed = "Failed"
+)

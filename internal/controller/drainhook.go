@@ -94,11 +94,48 @@ func isMachinePlan(obj client.Object) bool {
 	return ok && sec.Type == cluster.MachinePlanSecretType
 }
 
-// machinePlanSecrets maps any change that may allow an acknowledgement to
-// every machine-plan Secret.
-func (r *DrainHookReconciler) machinePlanSecrets(ctx context.Context, _ client.Object) []reconcile.Request {
+// secretsToAcknowledge maps a plan's change to the machine-plan Secrets
+// whose node's new state allows an acknowledgement Rancher still waits for:
+// usually one, never every Secret of the cluster.
+func (r *DrainHookReconciler) secretsToAcknowledge(ctx context.Context, obj client.Object) []reconcile.Request {
+	plan, ok := obj.(*v1beta1.UpgradePlan)
+	if !ok || plan.Status.CurrentPhase != v1beta1.PhaseNodeUpgrading {
+		return nil
+	}
 	var secrets corev1.SecretList
 	if err := r.Client.List(ctx, &secrets, client.InNamespace(cluster.FleetLocalNamespace)); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range secrets.Items {
+		sec := &secrets.Items[i]
+		if !isMachinePlan(sec) || !awaitsAck(sec) {
+			continue
+		}
+		node, err := cluster.NodeOfMachine(ctx, r.Client, sec.Labels[cluster.LabelMachineName])
+		if err != nil || node == "" {
+			continue
+		}
+		if pre, post := nodestate.Acknowledged(plan.Status.NodeUpgradeStatuses[node].State); pre || post {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(sec)})
+		}
+	}
+	return reqs
+}
+
+// awaitsAck reports whether Rancher asks for a hook the toolkit has not
+// acknowledged yet.
+func awaitsAck(sec *corev1.Secret) bool {
+	a := sec.Annotations
+	pre, post := a[cluster.AnnotationRancherPreDrain], a[cluster.AnnotationRancherPostDrain]
+	return (pre != "" && a[v1beta1.AnnotationPreHook] != pre) || (post != "" && a[v1beta1.AnnotationPostHook] != post)
+}
+
+// secretOfMachine maps a Machine to its machine-plan Secrets.
+func (r *DrainHookReconciler) secretOfMachine(ctx context.Context, obj client.Object) []reconcile.Request {
+	var secrets corev1.SecretList
+	if err := r.Client.List(ctx, &secrets, client.InNamespace(cluster.FleetLocalNamespace),
+		client.MatchingLabels{cluster.LabelMachineName: obj.GetName()}); err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request
@@ -116,7 +153,7 @@ func SetupDrainHook(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(DrainHookControllerName).
 		For(&corev1.Secret{}, builder.WithPredicates(predicate.NewPredicateFuncs(isMachinePlan))).
-		Watches(&v1beta1.UpgradePlan{}, handler.EnqueueRequestsFromMapFunc(r.machinePlanSecrets)).
-		Watches(&capiv1beta1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.machinePlanSecrets)).
+		Watches(&v1beta1.UpgradePlan{}, handler.EnqueueRequestsFromMapFunc(r.secretsToAcknowledge)).
+		Watches(&capiv1beta1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.secretOfMachine)).
 		Complete(r)
 }

@@ -60,7 +60,6 @@ func (h *harness) harvester(n int) []string {
 		Spec: kubevirtv1.KubeVirtSpec{WorkloadUpdateStrategy: kubevirtv1.KubeVirtWorkloadUpdateStrategy{WorkloadUpdateMethods: []string{"LiveMigrate"}}}})
 	create(&managementv3.ManagedChart{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: cluster.HarvesterManagedChart},
 		Spec: managementv3.ManagedChartSpec{Chart: "harvester"}})
-	h.t.Cleanup(func() { h.deleteHarvester() })
 	return nodes
 }
 

@@ -191,6 +191,7 @@ func (h *harness) cleanup() {
 	})
 	h.stop()
 	<-h.done
+	h.deleteHarvester()
 	for _, del := range []struct {
 		obj  client.Object
 		opts []client.DeleteAllOfOption

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -12,11 +13,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
@@ -62,14 +65,46 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock) error {
 		Watches(&harvesterv1beta1.VirtualMachineImage{}, handler.EnqueueRequestsFromMapFunc(r.plansOfImage)).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.plansOfEndpointSlice)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(planOfOwner)).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: nodeChangeMatters})).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
-			builder.WithPredicates(predicate.NewPredicateFuncs(isMachinePlan))).
+			builder.WithPredicates(predicate.NewPredicateFuncs(isMachinePlan), predicate.Funcs{UpdateFunc: drainRequestChanged})).
 		Watches(&capiv1beta1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans)).
 		Complete(r); err != nil {
 		return err
 	}
 	return SetupDrainHook(mgr)
+}
+
+// nodeChangeMatters keeps the Node updates a plan decides on: readiness, the
+// OS image (a reboot), and labels (managed, witness, system-upgrade-
+// controller's completion label). Cordons, taints and heartbeats do not.
+func nodeChangeMatters(e event.UpdateEvent) bool {
+	o, okOld := e.ObjectOld.(*corev1.Node)
+	n, okNew := e.ObjectNew.(*corev1.Node)
+	if !okOld || !okNew {
+		return true
+	}
+	return nodeReady(o) != nodeReady(n) || o.Status.NodeInfo.OSImage != n.Status.NodeInfo.OSImage ||
+		!maps.Equal(o.Labels, n.Labels)
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// drainRequestChanged keeps the machine-plan Secret updates that change
+// Rancher's drain-hook requests; acknowledgements are the drain-hook
+// reconciler's business.
+func drainRequestChanged(e event.UpdateEvent) bool {
+	o, n := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
+	return o[cluster.AnnotationRancherPreDrain] != n[cluster.AnnotationRancherPreDrain] ||
+		o[cluster.AnnotationRancherPostDrain] != n[cluster.AnnotationRancherPostDrain]
 }
 
 // planOfLabel maps an object the plan created to the plan.

@@ -66,7 +66,8 @@ func FaultNames() []string {
 
 // simConfig builds the simulated cluster for the options.
 func (o Options) simConfig() (sim.Config, error) {
-	cfg := sim.Config{Nodes: o.Nodes, Witness: o.Witness}
+	// The node jobs and restore-vm run the toolkit's own code in-process.
+	cfg := sim.Config{Nodes: o.Nodes, Witness: o.Witness, RealJobs: true}
 	if !o.Fast {
 		cfg.Timing = sim.DemoTiming()
 	}

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/apicount"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
@@ -103,7 +104,11 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	cfg = rest.CopyConfig(cfg)
+	// client-go's default of 5 requests a second (controller-runtime: 20)
+	// would pace a 200-node upgrade; the manager's writes are few and small.
+	cfg.QPS, cfg.Burst = max(cfg.QPS, 50), max(cfg.Burst, 100)
+	mgr, err := ctrl.NewManager(apicount.Instrument(cfg), ctrl.Options{
 		Scheme:                 cluster.NewScheme(),
 		Metrics:                metrics.ServerOptions(opts.MetricsAddr, opts.MetricsSecure),
 		HealthProbeBindAddress: opts.ProbeAddr,
@@ -142,6 +147,16 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		}
 	}
 	return mgr, nil
+}
+
+// stripNode drops what the manager never reads from a cached Node and what
+// makes Nodes big: managedFields and the list of images (hundreds per node).
+func stripNode(obj any) (any, error) {
+	if n, ok := obj.(*corev1.Node); ok {
+		n.ManagedFields = nil
+		n.Status.Images = nil
+	}
+	return obj, nil
 }
 
 // What leader election needs: the Lease, and the events it records on it.
@@ -195,24 +210,29 @@ func cacheOptions() cache.Options {
 	jobs.Label = byPlan
 	pods := in(cluster.HarvesterNamespace)
 	pods.Label = byPlan
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&batchv1.Job{}: jobs,
-		&corev1.Pod{}:  pods,
-		&corev1.Secret{}: {Namespaces: map[string]cache.Config{cluster.FleetLocalNamespace: {
-			FieldSelector: fields.OneTermEqualSelector("type", cluster.MachinePlanSecretType),
-		}}},
-		&corev1.ConfigMap{}:                     harvester,
-		&corev1.Service{}:                       harvester,
-		&appsv1.Deployment{}:                    harvester,
-		&harvesterv1beta1.Version{}:             harvester,
-		&harvesterv1beta1.VirtualMachineImage{}: harvester,
-		&kubevirtv1.KubeVirt{}:                  harvester,
-		&upgradev1.Plan{}:                       in(cluster.CattleNamespace),
-		&capiv1beta1.Machine{}:                  fleetLocal,
-		&provisioningv1.Cluster{}:               fleetLocal,
-		&managementv3.ManagedChart{}:            fleetLocal,
-		&longhornv1beta2.Setting{}:              in(cluster.LonghornNamespace),
-		&harvesterv1beta1.Addon{}:               in(cluster.KubeSystemNamespace),
-		&discoveryv1.EndpointSlice{}:            in(cluster.HarvesterNamespace, "default"),
-	}}
+	return cache.Options{
+		// Nothing reads managedFields; on a large cluster they are much of
+		// every cached object.
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Node{}: {Transform: stripNode},
+			&batchv1.Job{}: jobs,
+			&corev1.Pod{}:  pods,
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{cluster.FleetLocalNamespace: {
+				FieldSelector: fields.OneTermEqualSelector("type", cluster.MachinePlanSecretType),
+			}}},
+			&corev1.ConfigMap{}:                     harvester,
+			&corev1.Service{}:                       harvester,
+			&appsv1.Deployment{}:                    harvester,
+			&harvesterv1beta1.Version{}:             harvester,
+			&harvesterv1beta1.VirtualMachineImage{}: harvester,
+			&kubevirtv1.KubeVirt{}:                  harvester,
+			&upgradev1.Plan{}:                       in(cluster.CattleNamespace),
+			&capiv1beta1.Machine{}:                  fleetLocal,
+			&provisioningv1.Cluster{}:               fleetLocal,
+			&managementv3.ManagedChart{}:            fleetLocal,
+			&longhornv1beta2.Setting{}:              in(cluster.LonghornNamespace),
+			&harvesterv1beta1.Addon{}:               in(cluster.KubeSystemNamespace),
+			&discoveryv1.EndpointSlice{}:            in(cluster.HarvesterNamespace, "default"),
+		}}
 }

@@ -53,3 +53,11 @@ func NodeJob(plan, jobType, node string) string {
 
 // RestoreVMConfigMap records, per node, the VMs shut down for the upgrade.
 func RestoreVMConfigMap(plan string) string { return Join(plan, "restore-vm") }
+
+// ClusterUpgradeProgress is the ConfigMap in which the cluster-upgrade Job
+// records the steps it finished, so that a restarted pod resumes after them.
+func ClusterUpgradeProgress(plan string) string { return Join(plan, v1beta1.ComponentClusterUpgrade) }
+
+// JobContainer is the name of the container of every Job a plan creates;
+// the node jobs' reboot unit waits for it to exit.
+const JobContainer = "apply"

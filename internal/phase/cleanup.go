@@ -20,9 +20,9 @@ import (
 )
 
 // createdKinds are the kinds of the objects a plan creates, with the
-// namespaces they live in. The restore-vm ConfigMap is not among them: it is
-// the record of the VMs the upgrade shut down, kept as long as the plan (it
-// is owned by it, not labelled with it).
+// namespaces they live in. The restore-vm ConfigMap is not labelled with the
+// plan, only owned by it: it is the record of the VMs the upgrade shut down,
+// kept as long as the plan.
 var createdKinds = []struct {
 	list      client.ObjectList
 	obj       client.Object
@@ -31,6 +31,7 @@ var createdKinds = []struct {
 	{&harvesterv1beta1.VirtualMachineImageList{}, &harvesterv1beta1.VirtualMachineImage{}, cluster.HarvesterNamespace},
 	{&appsv1.DeploymentList{}, &appsv1.Deployment{}, cluster.HarvesterNamespace},
 	{&corev1.ServiceList{}, &corev1.Service{}, cluster.HarvesterNamespace},
+	{&corev1.ConfigMapList{}, &corev1.ConfigMap{}, cluster.HarvesterNamespace},
 	{&batchv1.JobList{}, &batchv1.Job{}, cluster.HarvesterNamespace},
 	{&batchv1.JobList{}, &batchv1.Job{}, cluster.CattleNamespace},
 	{&upgradev1.PlanList{}, &upgradev1.Plan{}, cluster.CattleNamespace},

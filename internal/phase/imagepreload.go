@@ -11,8 +11,8 @@ import (
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
+	"github.com/harvester/upgrade-toolkit/internal/helper"
 	"github.com/harvester/upgrade-toolkit/internal/names"
-	"github.com/harvester/upgrade-toolkit/internal/release"
 )
 
 // nodePlanDeadline bounds each node's Job of a system-upgrade-controller
@@ -31,14 +31,7 @@ func (ImagePreload) Name() string { return v1beta1.StepImagePreload }
 // (no downgrade, the minimum upgradable version, the prerelease and
 // development build rules), unless spec.force says otherwise.
 func (ImagePreload) Gate(s *Scope) string {
-	if s.Plan.Forced() {
-		return ""
-	}
-	rm, prev := s.Plan.Status.ReleaseMetadata, s.Plan.Status.PreviousVersion
-	if rm == nil || prev == nil {
-		return "the upgrade eligibility cannot be checked: the running or the target version is unknown"
-	}
-	if err := release.CheckEligibility(*prev, rm.Harvester, rm.MinUpgradableVersion, true); err != nil {
+	if err := helper.PlanEligibility(s.Plan); err != nil {
 		return err.Error()
 	}
 	return ""
@@ -116,7 +109,7 @@ type nodePlanStates struct {
 // finished), fails the plan if a node failed, and is done when all are.
 func trackNodePlan(ctx context.Context, s *Scope, nodes []corev1.Node, m nodePlanStates) (Result, error) {
 	var jobs batchv1.JobList
-	if err := s.Client.List(ctx, &jobs, client.InNamespace(cluster.CattleNamespace),
+	if err := s.Client.List(ctx, &jobs, client.InNamespace(cluster.CattleNamespace), client.UnsafeDisableDeepCopy,
 		client.MatchingLabels{v1beta1.LabelUpgradePlan: s.Plan.Name, v1beta1.LabelUpgradeComponent: m.component}); err != nil {
 		return Result{}, fmt.Errorf("listing the Jobs of Plan %s/%s: %w", cluster.CattleNamespace, m.plan, err)
 	}

@@ -104,12 +104,12 @@ func detectSingleNode(ctx context.Context, s *Scope) (Result, error) {
 	return Done(), nil
 }
 
-// managedNodes lists the nodes Harvester manages, by name: the cache lists
-// in no particular order, and messages that name nodes must not change
-// when nothing else does.
+// managedNodes lists the nodes Harvester manages, sorted by name so that
+// messages built from them do not change from one pass to the next. The
+// nodes are the cache's own: read them, never change them.
 func managedNodes(ctx context.Context, s *Scope) ([]corev1.Node, error) {
 	var nodes corev1.NodeList
-	if err := s.Client.List(ctx, &nodes, client.MatchingLabels{cluster.LabelManagedNode: "true"}); err != nil {
+	if err := s.Client.List(ctx, &nodes, client.MatchingLabels{cluster.LabelManagedNode: "true"}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing managed nodes: %w", err)
 	}
 	slices.SortFunc(nodes.Items, func(a, b corev1.Node) int { return strings.Compare(a.Name, b.Name) })

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/names"
 )
 
 // JobState is where a Job stands.
@@ -80,7 +81,7 @@ func (s *Scope) newJob(js JobSpec) *batchv1.Job {
 		labels[k] = v
 	}
 	c := corev1.Container{
-		Name:            "apply",
+		Name:            names.JobContainer,
 		Image:           s.Config.ToolkitImage(s.Plan),
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Command:         js.Command,

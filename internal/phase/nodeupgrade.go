@@ -3,6 +3,7 @@ package phase
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,8 +76,10 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 				return Result{}, err
 			}
 		}
-		if err := setPendingOSImage(ctx, s, n.Name, d.State == v1beta1.NodeStateWaitingReboot); err != nil {
-			return Result{}, err
+		if n.State == v1beta1.NodeStateWaitingReboot || d.State == v1beta1.NodeStateWaitingReboot {
+			if err := setPendingOSImage(ctx, s, n.Name, d.State == v1beta1.NodeStateWaitingReboot); err != nil {
+				return Result{}, err
+			}
 		}
 		if d.State.IsFailure() && failure == "" {
 			failure = s.nodeFailure(ctx, n.Name, d, obs)
@@ -185,7 +188,8 @@ type observation struct {
 func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode bool) (*observation, error) {
 	obs := &observation{jobs: map[string]map[string]*batchv1.Job{}}
 	var jobs batchv1.JobList
-	if err := s.Client.List(ctx, &jobs, client.InNamespace(cluster.HarvesterNamespace),
+	// Read-only lists of the cache's own objects: no copies.
+	if err := s.Client.List(ctx, &jobs, client.InNamespace(cluster.HarvesterNamespace), client.UnsafeDisableDeepCopy,
 		client.MatchingLabels{v1beta1.LabelUpgradePlan: s.Plan.Name, v1beta1.LabelUpgradeComponent: v1beta1.ComponentNodeUpgrade}); err != nil {
 		return nil, fmt.Errorf("listing node Jobs: %w", err)
 	}
@@ -201,7 +205,7 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 	requests := map[string]*corev1.Secret{}
 	if !singleNode {
 		var secrets corev1.SecretList
-		if err := s.Client.List(ctx, &secrets, client.InNamespace(cluster.FleetLocalNamespace)); err != nil {
+		if err := s.Client.List(ctx, &secrets, client.InNamespace(cluster.FleetLocalNamespace), client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("listing Rancher's machine-plan Secrets: %w", err)
 		}
 		for i := range secrets.Items {
@@ -220,6 +224,7 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 		}
 	}
 
+	slices.Sort(obs.postDrainPending)
 	os := s.Plan.Status.ReleaseMetadata.OS
 	for _, n := range nodes {
 		st := s.Plan.Status.NodeUpgradeStatuses[n.Name]

@@ -53,6 +53,9 @@ type Config struct {
 	Timing Timing
 	// Faults are injected from the start; SetFaults changes them later.
 	Faults FaultSet
+	// RealJobs runs the toolkit's own code for the node jobs and restore-vm
+	// in-process instead of their simulated work (see realJobWorks).
+	RealJobs bool
 	// JobWork replaces the simulated work of a job type, e.g. with the real
 	// job command run in-process.
 	JobWork map[string]JobWork

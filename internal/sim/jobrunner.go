@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -74,6 +75,9 @@ func (e *jobFailure) Error() string { return e.message }
 func (s *Sim) setupJobRunner(mgr ctrl.Manager) error {
 	r := &jobRunner{s: s, works: s.defaultJobWorks(), wake: make(chan event.GenericEvent, 1024),
 		runs: map[types.UID]*jobRun{}, byKey: map[types.NamespacedName]types.UID{}}
+	if s.cfg.RealJobs {
+		maps.Copy(r.works, s.realJobWorks())
+	}
 	for t, w := range s.cfg.JobWork {
 		r.works[t] = w
 	}

@@ -22,7 +22,7 @@ var (
 )
 
 func init() {
-	schemeBuilder.Register(&Setting{}, &SettingList{}, &Volume{}, &VolumeList{})
+	schemeBuilder.Register(&Setting{}, &SettingList{}, &Volume{}, &VolumeList{}, &Engine{}, &EngineList{})
 }
 
 // Setting is one Longhorn setting.
@@ -105,4 +105,45 @@ type VolumeList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Volume `json:"items"`
+}
+
+// Engine is the running controller of a Longhorn volume: it knows which
+// replicas serve the volume and in which mode.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+type Engine struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              EngineSpec `json:"spec"`
+	// +optional
+	Status EngineStatus `json:"status,omitempty"`
+}
+
+// EngineSpec names the engine's volume and node.
+type EngineSpec struct {
+	// +optional
+	VolumeName string `json:"volumeName,omitempty"`
+	// +optional
+	NodeID string `json:"nodeID,omitempty"`
+}
+
+// EngineStatus reports the engine's state and its replicas' modes.
+type EngineStatus struct {
+	// CurrentState is stopped, starting, running, stopping, error or unknown.
+	// +optional
+	CurrentState string `json:"currentState,omitempty"`
+	// ReplicaModeMap is the mode of each replica by replica name: RW (in
+	// sync), WO (rebuilding) or ERR.
+	// +optional
+	ReplicaModeMap map[string]string `json:"replicaModeMap,omitempty"`
+}
+
+// EngineList is a list of Engines.
+//
+// +kubebuilder:object:root=true
+type EngineList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Engine `json:"items"`
 }

@@ -1,5 +1,5 @@
-// Package managementv3 holds Rancher's management.cattle.io/v3 ManagedChart,
-// reduced to the fields the toolkit uses.
+// Package managementv3 holds Rancher's management.cattle.io/v3 ManagedChart
+// and Setting, reduced to the fields the toolkit uses.
 //
 // +kubebuilder:object:generate=true
 // +groupName=management.cattle.io
@@ -25,7 +25,7 @@ var (
 )
 
 func init() {
-	schemeBuilder.Register(&ManagedChart{}, &ManagedChartList{})
+	schemeBuilder.Register(&ManagedChart{}, &ManagedChartList{}, &Setting{}, &SettingList{})
 }
 
 // ManagedChart is a Helm chart that Fleet deploys and keeps in sync.
@@ -100,4 +100,27 @@ type ManagedChartList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ManagedChart `json:"items"`
+}
+
+// Setting is a cluster-wide Rancher setting such as server-version, the
+// version of the running Rancher.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster
+type Setting struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// +optional
+	Value string `json:"value"`
+	// +optional
+	Default string `json:"default,omitempty"`
+}
+
+// SettingList is a list of Settings.
+//
+// +kubebuilder:object:root=true
+type SettingList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Setting `json:"items"`
 }

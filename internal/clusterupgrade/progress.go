@@ -1,0 +1,114 @@
+package clusterupgrade
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/names"
+)
+
+// The progress of a cluster upgrade lives in the ConfigMap
+// <plan>-cluster-upgrade in harvester-system, so that a restarted pod
+// resumes after the last finished step. It carries the plan's labels (the
+// plan's cleanup deletes it) and an owner reference to the plan.
+const (
+	// keyDone lists the finished steps, comma-separated, in order.
+	keyDone = "done"
+	// keyPaused lists the ManagedCharts this upgrade paused (and so must
+	// resume); charts paused before the upgrade are not listed.
+	keyPaused = "paused"
+)
+
+// progress is the record of one cluster upgrade.
+type progress struct {
+	c  client.Client
+	cm *corev1.ConfigMap
+}
+
+// loadProgress reads the plan's progress record, creating an empty one.
+//
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
+func loadProgress(ctx context.Context, c client.Client, plan *v1beta1.UpgradePlan) (*progress, error) {
+	key := client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.ClusterUpgradeProgress(plan.Name)}
+	cm := &corev1.ConfigMap{}
+	err := c.Get(ctx, key, cm)
+	if apierrors.IsNotFound(err) {
+		cm = &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: key.Namespace, Name: key.Name,
+				Labels: map[string]string{
+					v1beta1.LabelUpgradePlan:      plan.Name,
+					v1beta1.LabelUpgradeComponent: v1beta1.ComponentClusterUpgrade,
+				},
+				OwnerReferences: []metav1.OwnerReference{{
+					APIVersion: v1beta1.GroupVersion.String(), Kind: "UpgradePlan", Name: plan.Name, UID: plan.UID,
+				}},
+			},
+			Data: map[string]string{},
+		}
+		err = c.Create(ctx, cm)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster upgrade's progress in ConfigMap %s: %w", key, err)
+	}
+	return &progress{c: c, cm: cm}, nil
+}
+
+func (p *progress) list(key string) []string {
+	if p.cm.Data[key] == "" {
+		return nil
+	}
+	return strings.Split(p.cm.Data[key], ",")
+}
+
+// done reports whether the step finished in an earlier attempt.
+func (p *progress) done(step string) bool { return slices.Contains(p.list(keyDone), step) }
+
+// paused returns the charts this upgrade paused.
+func (p *progress) paused() []string { return p.list(keyPaused) }
+
+// add appends a value to a list and writes the record.
+func (p *progress) add(ctx context.Context, key, value string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if slices.Contains(p.list(key), value) {
+			return nil
+		}
+		if p.cm.Data == nil {
+			p.cm.Data = map[string]string{}
+		}
+		p.cm.Data[key] = strings.Join(append(p.list(key), value), ",")
+		err := p.c.Update(ctx, p.cm)
+		if apierrors.IsConflict(err) {
+			if gerr := p.c.Get(ctx, client.ObjectKeyFromObject(p.cm), p.cm); gerr != nil {
+				return gerr
+			}
+		}
+		return err
+	})
+}
+
+// markDone records a finished step.
+func (p *progress) markDone(ctx context.Context, step string) error {
+	if err := p.add(ctx, keyDone, step); err != nil {
+		return fmt.Errorf("recording step %q as done: %w", step, err)
+	}
+	return nil
+}
+
+// markPaused records, before it pauses a chart, that this upgrade pauses it.
+func (p *progress) markPaused(ctx context.Context, chart string) error {
+	if err := p.add(ctx, keyPaused, chart); err != nil {
+		return fmt.Errorf("recording ManagedChart %s as paused by the upgrade: %w", chart, err)
+	}
+	return nil
+}

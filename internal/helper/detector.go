@@ -1,0 +1,166 @@
+package helper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
+	"github.com/harvester/upgrade-toolkit/internal/names"
+)
+
+// ErrVMShutdown is matched (errors.Is) by the error of a shutdown that could
+// not stop every VM.
+var ErrVMShutdown = errors.New("some VMs could not be stopped")
+
+// Plan reads an UpgradePlan, with a message that says which one is missing.
+//
+// +kubebuilder:rbac:groups=management.harvesterhci.io,resources=upgradeplans,verbs=get
+func Plan(ctx context.Context, c client.Reader, name string) (*v1beta1.UpgradePlan, error) {
+	plan := &v1beta1.UpgradePlan{}
+	if err := c.Get(ctx, types.NamespacedName{Name: name}, plan); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("UpgradePlan %s not found: check the plan name (kubectl get upgradeplans)", name)
+		}
+		return nil, fmt.Errorf("reading UpgradePlan %s: %w", name, err)
+	}
+	return plan, nil
+}
+
+// Detector finds the VMs on a node that cannot be live-migrated away and,
+// for an upgrade, records and stops them.
+type Detector struct {
+	Client client.Client
+	Power  VMPower
+	Events *Recorder
+}
+
+// NodeVMs is what the detector found on a node.
+type NodeVMs struct {
+	// NonMigratable are the instances that cannot move, with the reason.
+	NonMigratable []NonMigratableVMI
+	// Skipped are the non-migratable instances left alone: paused ones and
+	// upgrade-repo VMs of an older upgrade.
+	Skipped []string
+}
+
+// VMs returns the VirtualMachines of the non-migratable instances.
+func (n NodeVMs) VMs() []types.NamespacedName {
+	out := make([]types.NamespacedName, 0, len(n.NonMigratable))
+	for _, v := range n.NonMigratable {
+		out = append(out, types.NamespacedName{Namespace: v.Namespace, Name: v.Name})
+	}
+	return out
+}
+
+// Detect lists the instances on the node that cannot be live-migrated, by
+// the one rule the admission webhook uses too (NonMigratableVMIs).
+//
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=list
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list
+func (d *Detector) Detect(ctx context.Context, node string) (NodeVMs, error) {
+	var vmis kubevirtv1.VirtualMachineInstanceList
+	if err := d.Client.List(ctx, &vmis, client.MatchingLabels{cluster.LabelVMINodeName: node}); err != nil {
+		return NodeVMs{}, fmt.Errorf("listing the VirtualMachineInstances on node %s: %w", node, err)
+	}
+	var nodes corev1.NodeList
+	if err := d.Client.List(ctx, &nodes); err != nil {
+		return NodeVMs{}, fmt.Errorf("listing nodes: %w", err)
+	}
+	skip := map[types.NamespacedName]string{}
+	for i := range vmis.Items {
+		vmi := &vmis.Items[i]
+		switch {
+		case common.IsTrue(vmi.Status.Conditions, cluster.ConditionPaused):
+			skip[client.ObjectKeyFromObject(vmi)] = "paused"
+		case vmi.Labels[cluster.LabelHarvesterUpgrade] != "":
+			skip[client.ObjectKeyFromObject(vmi)] = "upgrade repo VM"
+		}
+	}
+	var out NodeVMs
+	for _, v := range NonMigratableVMIs(vmis.Items, nodes.Items) {
+		if v.Node != node {
+			continue
+		}
+		if why, ok := skip[types.NamespacedName{Namespace: v.Namespace, Name: v.Name}]; ok {
+			out.Skipped = append(out.Skipped, fmt.Sprintf("%s/%s (%s)", v.Namespace, v.Name, why))
+			continue
+		}
+		out.NonMigratable = append(out.NonMigratable, v)
+	}
+	return out, nil
+}
+
+// ShutdownResult is what a shutdown did.
+type ShutdownResult struct {
+	Found            NodeVMs
+	Stopped, Failed  []string
+	ConfigMapCreated bool
+}
+
+// Record adds the node's non-migratable VMs to the plan's restore list and
+// records RestoreVMConfigMapCreated (or RestoreVMConfigMapFailed) on the
+// plan.
+func (d *Detector) Record(ctx context.Context, plan *v1beta1.UpgradePlan, node string) (found NodeVMs, created bool, err error) {
+	if found, err = d.Detect(ctx, node); err != nil {
+		return found, false, err
+	}
+	cmName := cluster.HarvesterNamespace + "/" + names.RestoreVMConfigMap(plan.Name)
+	created, err = RecordVMs(ctx, d.Client, plan, node, found.VMs())
+	if err != nil {
+		d.Events.Event(ctx, plan, corev1.EventTypeWarning, v1beta1.EventRestoreVMConfigMapFailed,
+			"Failed to record the VMs of node %s in ConfigMap %s, so none was shut down: %v", node, cmName, err)
+		return found, false, err
+	}
+	if created {
+		d.Events.Event(ctx, plan, corev1.EventTypeNormal, v1beta1.EventRestoreVMConfigMapCreated, "ConfigMap %s created", cmName)
+	}
+	return found, created, nil
+}
+
+// Shutdown records the node's non-migratable VMs in the plan's restore list,
+// then, only once they are recorded, stops them. It records the events
+// RestoreVMConfigMapCreated (or RestoreVMConfigMapFailed), VMShutdownCompleted
+// and, when a VM could not be stopped, VMShutdownFailed on the plan. A VM
+// that cannot be stopped makes it fail with ErrVMShutdown, after it tried
+// every VM.
+func (d *Detector) Shutdown(ctx context.Context, planName, node string) (ShutdownResult, error) {
+	plan, err := Plan(ctx, d.Client, planName)
+	if err != nil {
+		return ShutdownResult{}, err
+	}
+	var res ShutdownResult
+	if res.Found, res.ConfigMapCreated, err = d.Record(ctx, plan, node); err != nil {
+		return res, err
+	}
+	var failures []string
+	for _, vm := range res.Found.VMs() {
+		if err := d.Power.Stop(ctx, vm); err != nil {
+			if apierrors.IsNotFound(err) {
+				err = fmt.Errorf("instance %s has no VirtualMachine to stop: delete the instance by hand", vm)
+			}
+			res.Failed = append(res.Failed, vm.String())
+			failures = append(failures, err.Error())
+			continue
+		}
+		res.Stopped = append(res.Stopped, vm.String())
+	}
+	total := len(res.Found.NonMigratable)
+	d.Events.Event(ctx, plan, corev1.EventTypeNormal, v1beta1.EventVMShutdownCompleted,
+		"Shutdown completed for %d VM(s) on node %s, success: %d, failed: %d", total, node, len(res.Stopped), len(res.Failed))
+	if len(res.Failed) > 0 {
+		d.Events.Event(ctx, plan, corev1.EventTypeWarning, v1beta1.EventVMShutdownFailed,
+			"Shutdown failed for %d of %d VM(s) on node %s: %s", len(res.Failed), total, node, strings.Join(failures, "; "))
+		return res, fmt.Errorf("%w on node %s: %s; stop them by hand (virtctl stop), then let the job retry", ErrVMShutdown, node, strings.Join(failures, "; "))
+	}
+	return res, nil
+}

@@ -1,0 +1,86 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/helper"
+	"github.com/harvester/upgrade-toolkit/internal/host"
+	"github.com/harvester/upgrade-toolkit/internal/host/hosttest"
+	"github.com/harvester/upgrade-toolkit/internal/names"
+	"github.com/harvester/upgrade-toolkit/internal/nodejob"
+)
+
+// realJobWorks runs the toolkit's own job code in-process (Config.RealJobs):
+// the node jobs of internal/nodejob and restore-vm of internal/helper, with
+// the simulator's API server and repo, on a host that records what the job
+// asks of the node and reboots the node into the plan's release when the
+// job asks for a reboot. The cluster-upgrade Job keeps its simulated work:
+// the simulator does not play the Rancher, Fleet and KubeVirt upgrades the
+// real one waits for.
+func (s *Sim) realJobWorks() map[string]JobWork {
+	node := func(jobType string) JobWork {
+		return func(ctx context.Context, job *batchv1.Job) error { return s.runNodeJob(ctx, job, jobType) }
+	}
+	return map[string]JobWork{
+		JobImagePreload:      node(nodejob.TypePrepare),
+		JobPreDrain:          node(nodejob.TypePreDrain),
+		JobPostDrain:         node(nodejob.TypePostDrain),
+		JobSingleNodeUpgrade: node(nodejob.TypeSingleNodeUpgrade),
+		JobImageCleanup:      node(nodejob.TypeImageCleanup),
+		JobRestoreVM:         s.runRestoreVM,
+	}
+}
+
+// jobTimeouts are the real jobs' bounds, polled as fast as simulated work.
+func jobTimeouts() nodejob.Timeouts {
+	t := nodejob.DefaultTimeouts()
+	t.Interval = pollInterval
+	return t
+}
+
+// runNodeJob runs `upgrade-toolkit node <type>` as the Job's pod would,
+// with the environment the pod would have.
+func (s *Sim) runNodeJob(ctx context.Context, job *batchv1.Job, jobType string) error {
+	j := &nodejob.Job{Client: s.direct, Timeouts: jobTimeouts()}
+	env := JobEnv(job)
+	if err := j.FromEnv(func(k string) string { return env[k] }); err != nil {
+		return err
+	}
+	j.RepoURL = s.RepoURL(cluster.HarvesterNamespace, names.Repo(j.Plan))
+	n := &corev1.Node{}
+	if err := s.direct.Get(ctx, client.ObjectKey{Name: j.Node}, n); err != nil {
+		return fmt.Errorf("reading node %s: %w", j.Node, err)
+	}
+	j.Host = &hosttest.Fake{
+		PrettyName: n.Status.NodeInfo.OSImage,
+		OnReboot: func(ctx context.Context, _ host.JobContainer) error {
+			plan, err := s.jobPlan(ctx, job)
+			if err != nil {
+				return err
+			}
+			rm, err := releaseOf(plan)
+			if err != nil {
+				return err
+			}
+			return s.ScheduleReboot(ctx, j.Node, job, rm.OS, rm.Kubernetes)
+		},
+	}
+	return j.Run(log.IntoContext(ctx, s.log.WithName("job")), jobType)
+}
+
+// runRestoreVM runs `upgrade-toolkit restore-vm --node <node> --upgrade <plan>`.
+func (s *Sim) runRestoreVM(ctx context.Context, job *batchv1.Job) error {
+	node := jobNode(job)
+	r := &helper.Restorer{Client: s.direct, Power: helper.RunStrategyPower{Client: s.direct}, Interval: pollInterval,
+		Events: &helper.Recorder{Client: s.direct, Component: helper.ComponentRestoreVM, Host: node}}
+	_, err := r.Restore(log.IntoContext(ctx, s.log.WithName("job")), job.Labels[v1beta1.LabelUpgradePlan], node)
+	return err
+}

@@ -1,0 +1,327 @@
+// Package bench measures whole upgrades of simulated clusters of 3 to 200
+// nodes with zero-time actors: the wall time to Succeeded, the reconciles by
+// controller, the API requests the manager makes by verb and resource
+// (counted at its client), and the manager's peak heap and RSS. The manager
+// runs as its own process, so that its memory is its own.
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/apicount"
+	"github.com/harvester/upgrade-toolkit/internal/sim"
+	"github.com/harvester/upgrade-toolkit/internal/simrun"
+	"github.com/harvester/upgrade-toolkit/internal/testenv"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	log.SetLogger(logr.Discard())
+	dir, err := os.MkdirTemp("", "upgrade-toolkit-bench")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "upgrade-toolkit")
+	build := exec.Command("go", "build", "-o", binary, "../../cmd/upgrade-toolkit")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the manager:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func BenchmarkUpgrade(b *testing.B) {
+	for _, nodes := range []int{3, 10, 50, 200} {
+		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
+			for range b.N {
+				r := upgrade(b, nodes)
+				b.ReportMetric(r.wall.Seconds(), "wall-s")
+				b.ReportMetric(float64(r.wall.Milliseconds())/float64(nodes), "ms/node")
+				b.ReportMetric(float64(r.writes), "writes")
+				b.ReportMetric(float64(r.writes)/float64(nodes), "writes/node")
+				b.ReportMetric(float64(r.quietWrites), "quiet-writes")
+				b.ReportMetric(float64(r.reconciles["upgradeplan"]), "plan-reconciles")
+				b.ReportMetric(r.reconcileTime.Seconds()*1000/float64(nodes), "reconcile-ms/node")
+				b.ReportMetric(r.cpu.Seconds()*1000/float64(nodes), "cpu-ms/node")
+				b.ReportMetric(float64(r.rssPeak)/(1<<20), "rss-MiB")
+				b.ReportMetric(float64(r.heapPeak)/(1<<20), "heap-MiB")
+				// The whole breakdown; b.Log would cut it short.
+				fmt.Println(r.String())
+			}
+		})
+	}
+}
+
+// result is what one upgrade measured.
+type result struct {
+	nodes       int
+	wall        time.Duration
+	writes      int
+	quietWrites int
+	reconciles  map[string]int
+	// reconcileTime is the time spent in reconciles, all controllers,
+	// waiting for the API server included.
+	reconcileTime time.Duration
+	// cpu is the manager process's CPU time: its own overhead.
+	cpu      time.Duration
+	requests map[string]int // "verb resource"
+	// quiet are the writes made after the plan finished.
+	quiet    map[string]int
+	rssPeak  uint64
+	heapPeak uint64
+}
+
+func (r *result) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d nodes: Succeeded in %s, %s in reconciles, %s of manager CPU, %d API writes (%d after the end %v), manager RSS peak %.1f MiB, heap peak %.1f MiB\n",
+		r.nodes, r.wall.Round(time.Millisecond), r.reconcileTime.Round(time.Millisecond), r.cpu.Round(time.Millisecond), r.writes, r.quietWrites, r.quiet,
+		float64(r.rssPeak)/(1<<20), float64(r.heapPeak)/(1<<20))
+	var ctrls []string
+	for c := range r.reconciles {
+		ctrls = append(ctrls, c)
+	}
+	sort.Strings(ctrls)
+	for _, c := range ctrls {
+		fmt.Fprintf(&b, "  reconciles %-12s %d\n", c, r.reconciles[c])
+	}
+	var keys []string
+	for k := range r.requests {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  requests   %-48s %d\n", k, r.requests[k])
+	}
+	return b.String()
+}
+
+func upgrade(b *testing.B, nodes int) *result {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	env, err := testenv.Start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = env.Stop() }()
+	s, err := sim.Start(ctx, env.Config, sim.Config{Nodes: nodes})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = s.Stop() }()
+
+	mgr := startManager(b, env, s)
+	defer mgr.stop()
+
+	run := &simrun.Run{Env: env, Sim: s, Client: env.Client}
+	start := time.Now()
+	plan, err := run.CreatePlan(ctx, v1beta1.UpgradePlanSpec{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	final, err := run.WaitFinished(ctx, plan.Name, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	wall := time.Since(start)
+	if final.Status.CurrentPhase != v1beta1.PhaseSucceeded {
+		b.Fatalf("the upgrade ended in %s: %+v", final.Status.CurrentPhase, final.Condition(v1beta1.ConditionProgressing))
+	}
+	before := mgr.scrape(b)
+	time.Sleep(2 * time.Second)
+	after := mgr.scrape(b)
+	r := &result{nodes: nodes, wall: wall, reconciles: after.reconciles, requests: after.requests, reconcileTime: after.reconcileTime, cpu: before.cpu,
+		writes: after.writes(), quietWrites: after.writes() - before.writes(), quiet: map[string]int{}}
+	for k, n := range after.requests {
+		if d := n - before.requests[k]; d > 0 && isWrite(k) {
+			r.quiet[k] = d
+		}
+	}
+	r.rssPeak, r.heapPeak = mgr.peaks()
+	return r
+}
+
+// manager is the toolkit's manager running as a process.
+type manager struct {
+	cmd     *exec.Cmd
+	metrics string
+	mu      sync.Mutex
+	heap    uint64
+	done    chan struct{}
+}
+
+func startManager(b *testing.B, env *testenv.Env, s *sim.Sim) *manager {
+	b.Helper()
+	kubeconfig := filepath.Join(b.TempDir(), "kubeconfig")
+	cfg := env.Config
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	kc.CurrentContext = "envtest"
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		b.Fatal(err)
+	}
+	port := freePort(b)
+	m := &manager{metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port), done: make(chan struct{})}
+	m.cmd = exec.Command(binary, "manager", "--kubeconfig", kubeconfig,
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", port), "--health-probe-bind-address", "0",
+		"--repo-url", s.RepoURL("{namespace}", "{service}"),
+		// The embedded API server's certificate is valid for a week.
+		"--min-certs-expiration-days", "1",
+		"--zap-log-level", "error")
+	m.cmd.Env = append(os.Environ(), "ENABLE_WEBHOOKS=false")
+	m.cmd.Stderr = os.Stderr
+	if err := m.cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	go m.sample()
+	return m
+}
+
+// sample records the heap peak from the manager's metrics.
+func (m *manager) sample() {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.done:
+			return
+		case <-t.C:
+			if fams, err := fetch(m.metrics); err == nil {
+				if f := fams["go_memstats_heap_inuse_bytes"]; f != nil && len(f.Metric) > 0 {
+					if v := uint64(f.Metric[0].GetGauge().GetValue()); v > m.heapPeak() {
+						m.mu.Lock()
+						m.heap = v
+						m.mu.Unlock()
+					}
+				}
+			}
+		}
+	}
+}
+
+func (m *manager) heapPeak() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.heap
+}
+
+// peaks returns the process's peak resident set (VmHWM) and heap in use.
+func (m *manager) peaks() (rss, heap uint64) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", m.cmd.Process.Pid))
+	if err == nil {
+		defer func() { _ = f.Close() }()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if fields := strings.Fields(sc.Text()); len(fields) >= 2 && fields[0] == "VmHWM:" {
+				kb, _ := strconv.ParseUint(fields[1], 10, 64)
+				rss = kb << 10
+			}
+		}
+	}
+	return rss, m.heapPeak()
+}
+
+func (m *manager) stop() {
+	close(m.done)
+	_ = m.cmd.Process.Kill()
+	_ = m.cmd.Wait()
+}
+
+// counts are the manager's counters at one moment.
+type counts struct {
+	reconciles    map[string]int
+	reconcileTime time.Duration
+	cpu           time.Duration
+	requests      map[string]int
+}
+
+func isWrite(key string) bool { return apicount.IsWrite(strings.Fields(key)[0]) }
+
+func (c counts) writes() int {
+	n := 0
+	for k, v := range c.requests {
+		if isWrite(k) {
+			n += v
+		}
+	}
+	return n
+}
+
+func (m *manager) scrape(b *testing.B) counts {
+	b.Helper()
+	fams, err := fetch(m.metrics)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := counts{reconciles: map[string]int{}, requests: map[string]int{}}
+	for _, mt := range fams["controller_runtime_reconcile_total"].GetMetric() {
+		c.reconciles[label(mt, "controller")] += int(mt.GetCounter().GetValue())
+	}
+	for _, mt := range fams["process_cpu_seconds_total"].GetMetric() {
+		c.cpu = time.Duration(mt.GetCounter().GetValue() * float64(time.Second))
+	}
+	for _, mt := range fams["controller_runtime_reconcile_time_seconds"].GetMetric() {
+		c.reconcileTime += time.Duration(mt.GetHistogram().GetSampleSum() * float64(time.Second))
+	}
+	for _, mt := range fams["upgrade_toolkit_api_requests_total"].GetMetric() {
+		c.requests[label(mt, "verb")+" "+label(mt, "resource")] += int(mt.GetCounter().GetValue())
+	}
+	return c
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+func fetch(url string) (map[string]*dto.MetricFamily, error) {
+	resp, err := http.Get(url) //nolint:gosec // a loopback URL the benchmark made
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var parser expfmt.TextParser
+	return parser.TextToMetricFamilies(resp.Body)
+}
+
+func freePort(b *testing.B) int {
+	b.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
+}
