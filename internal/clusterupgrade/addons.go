@@ -27,14 +27,14 @@ type addonChange struct {
 	manifest *harvesterv1beta1.Addon
 }
 
+// +kubebuilder:rbac:groups=harvesterhci.io,resources=addons,verbs=get;create;patch
+
 // upgradeAddons moves the add-ons to the release: the monitoring and logging
 // Addons to the release's chart versions (their values are the operator's,
 // so only the version changes), and every Addon of the release's add-on
 // manifests to its version and values (installed when missing). An enabled
 // add-on that does not come back deployed in time is reported, not waited
 // for: it does not hold up the upgrade, and the operator can fix it after.
-//
-// +kubebuilder:rbac:groups=harvesterhci.io,resources=addons,verbs=get;create;patch
 func (u *Upgrade) upgradeAddons(ctx context.Context, r *run) error {
 	changes := []addonChange{
 		{key: client.ObjectKey{Namespace: cluster.MonitoringNamespace, Name: cluster.MonitoringAddon}, spec: map[string]any{"version": r.rel.MonitoringChart}},

@@ -32,10 +32,10 @@ const (
 	crdChartTimeout       = 60
 )
 
+// +kubebuilder:rbac:groups=management.cattle.io,resources=managedcharts,verbs=get;patch
+
 // chart reads a ManagedChart in fleet-local; found is false when it does
 // not exist.
-//
-// +kubebuilder:rbac:groups=management.cattle.io,resources=managedcharts,verbs=get;patch
 func (u *Upgrade) chart(ctx context.Context, name string) (*managementv3.ManagedChart, bool, error) {
 	mc := &managementv3.ManagedChart{}
 	err := u.Client.Get(ctx, client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: name}, mc)
@@ -155,11 +155,11 @@ func (u *Upgrade) upgradeChart(ctx context.Context, name, version string, extra 
 	return u.waitChart(ctx, name, version)
 }
 
+// +kubebuilder:rbac:groups=longhorn.io,resources=settings,verbs=get
+
 // upgradeHarvesterCharts moves the Harvester CRD and Harvester charts to the
 // release's chart version. The harvester chart also gets Harvester's
 // Longhorn defaults where the cluster still has Longhorn's.
-//
-// +kubebuilder:rbac:groups=longhorn.io,resources=settings,verbs=get
 func (u *Upgrade) upgradeHarvesterCharts(ctx context.Context, r *run) error {
 	version := r.rel.HarvesterChart
 	if err := u.upgradeChart(ctx, cluster.HarvesterCRDManagedChart, version, map[string]any{"timeoutSeconds": crdChartTimeout}); err != nil {

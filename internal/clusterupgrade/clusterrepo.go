@@ -15,13 +15,13 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/catalogv1"
 )
 
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;patch
+// +kubebuilder:rbac:groups=catalog.cattle.io,resources=clusterrepos,verbs=get;patch
+
 // upgradeClusterRepo serves the release's charts: the harvester-cluster-repo
 // Deployment runs the release's image, then Rancher re-reads the
 // harvester-charts index from it (spec.forceUpdate), so that the
 // ManagedCharts find the new chart versions.
-//
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;patch
-// +kubebuilder:rbac:groups=catalog.cattle.io,resources=clusterrepos,verbs=get;patch
 func (u *Upgrade) upgradeClusterRepo(ctx context.Context, r *run) error {
 	key := client.ObjectKey{Namespace: cluster.CattleNamespace, Name: cluster.HarvesterClusterRepoDeployment}
 	image := cluster.HarvesterClusterRepoImage + ":" + r.rel.OSVersion()

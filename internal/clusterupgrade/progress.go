@@ -35,9 +35,9 @@ type progress struct {
 	cm *corev1.ConfigMap
 }
 
-// loadProgress reads the plan's progress record, creating an empty one.
-//
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
+
+// loadProgress reads the plan's progress record, creating an empty one.
 func loadProgress(ctx context.Context, c client.Client, plan *v1beta1.UpgradePlan) (*progress, error) {
 	key := client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.ClusterUpgradeProgress(plan.Name)}
 	cm := &corev1.ConfigMap{}

@@ -17,9 +17,9 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/release"
 )
 
-// rancherVersion is the version the running Rancher reports.
-//
 // +kubebuilder:rbac:groups=management.cattle.io,resources=settings,verbs=get
+
+// rancherVersion is the version the running Rancher reports.
 func (u *Upgrade) rancherVersion(ctx context.Context) (string, error) {
 	s := &managementv3.Setting{}
 	if err := u.Client.Get(ctx, client.ObjectKey{Name: cluster.RancherServerVersionSetting}, s); err != nil {

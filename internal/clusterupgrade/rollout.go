@@ -36,9 +36,9 @@ func DaemonSetRolledOut(ds *appsv1.DaemonSet) (bool, string) {
 	return st.UpdatedNumberScheduled == st.DesiredNumberScheduled && st.NumberAvailable == st.DesiredNumberScheduled, status
 }
 
-// waitDeployment waits until the Deployment rolled out.
-//
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get
+
+// waitDeployment waits until the Deployment rolled out.
 func (u *Upgrade) waitDeployment(ctx context.Context, key client.ObjectKey) error {
 	w := u.wait("Deployment "+key.String()+" to roll out", u.Timeouts.Rancher,
 		fmt.Sprintf("check its pods (kubectl -n %s describe deployment %s)", key.Namespace, key.Name))
@@ -52,10 +52,10 @@ func (u *Upgrade) waitDeployment(ctx context.Context, key client.ObjectKey) erro
 	})
 }
 
+// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get
+
 // waitLonghorn waits until Longhorn's manager runs the new version on every
 // node: the Harvester chart upgraded it.
-//
-// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get
 func (u *Upgrade) waitLonghorn(ctx context.Context, _ *run) error {
 	key := client.ObjectKey{Namespace: cluster.LonghornNamespace, Name: cluster.LonghornManagerDaemonSet}
 	if err := u.Client.Get(ctx, key, &appsv1.DaemonSet{}); apierrors.IsNotFound(err) {
@@ -74,10 +74,10 @@ func (u *Upgrade) waitLonghorn(ctx context.Context, _ *run) error {
 	})
 }
 
+// +kubebuilder:rbac:groups=kubevirt.io,resources=kubevirts,verbs=get
+
 // waitKubeVirt waits until KubeVirt runs the release's version: the
 // Harvester chart upgraded it.
-//
-// +kubebuilder:rbac:groups=kubevirt.io,resources=kubevirts,verbs=get
 func (u *Upgrade) waitKubeVirt(ctx context.Context, r *run) error {
 	w := u.wait("KubeVirt to run "+r.rel.KubeVirt, u.Timeouts.KubeVirt,
 		fmt.Sprintf("check KubeVirt (kubectl -n %s get kubevirt %s -o yaml) and virt-operator's logs", cluster.HarvesterNamespace, cluster.KubeVirtName))

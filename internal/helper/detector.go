@@ -22,9 +22,9 @@ import (
 // not stop every VM.
 var ErrVMShutdown = errors.New("some VMs could not be stopped")
 
-// Plan reads an UpgradePlan, with a message that says which one is missing.
-//
 // +kubebuilder:rbac:groups=management.harvesterhci.io,resources=upgradeplans,verbs=get
+
+// Plan reads an UpgradePlan, with a message that says which one is missing.
 func Plan(ctx context.Context, c client.Reader, name string) (*v1beta1.UpgradePlan, error) {
 	plan := &v1beta1.UpgradePlan{}
 	if err := c.Get(ctx, types.NamespacedName{Name: name}, plan); err != nil {
@@ -62,11 +62,11 @@ func (n NodeVMs) VMs() []types.NamespacedName {
 	return out
 }
 
-// Detect lists the instances on the node that cannot be live-migrated, by
-// the one rule the admission webhook uses too (NonMigratableVMIs).
-//
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=list
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=list
+
+// Detect lists the instances on the node that cannot be live-migrated, by
+// the one rule the admission webhook uses too (NonMigratableVMIs).
 func (d *Detector) Detect(ctx context.Context, node string) (NodeVMs, error) {
 	var vmis kubevirtv1.VirtualMachineInstanceList
 	if err := d.Client.List(ctx, &vmis, client.MatchingLabels{cluster.LabelVMINodeName: node}); err != nil {

@@ -19,12 +19,12 @@ const (
 	ComponentRestoreVM = "restore-vm"
 )
 
+// +kubebuilder:rbac:groups="",resources=events,verbs=create
+
 // Recorder records events on an UpgradePlan. It writes each event with one
 // synchronous create instead of client-go's asynchronous broadcaster: a job
 // command exits right after its last event, which a broadcaster could still
 // hold in its queue.
-//
-// +kubebuilder:rbac:groups="",resources=events,verbs=create
 type Recorder struct {
 	Client client.Client
 	// Component is the event's source component.

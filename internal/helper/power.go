@@ -22,6 +22,8 @@ type VMPower interface {
 	Start(ctx context.Context, vm types.NamespacedName) error
 }
 
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get;patch
+
 // RunStrategyPower powers VMs by their spec.runStrategy: Halted stops a VM,
 // and the run strategy it had before comes back to start it. Stopping
 // records that strategy in the VM's annotation
@@ -35,8 +37,6 @@ type VMPower interface {
 // strategy. Changing runStrategy is what those subresources do to such VMs
 // anyway. A VM that ran by Manual or Once is started with Always, because
 // those strategies never start an instance by themselves; the log says so.
-//
-// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get;patch
 type RunStrategyPower struct {
 	Client client.Client
 }

@@ -47,13 +47,13 @@ type RestoreResult struct {
 	Recorded, Started, Failed, Gone []string
 }
 
+// +kubebuilder:rbac:groups=kubevirt.io,resources=kubevirts,verbs=get
+
 // Restore waits until KubeVirt is healthy, then starts exactly the VMs the
 // plan's restore list records for the node, and records RestoreVMCompleted
 // (and RestoreVMFailed when a VM could not be started) on the plan. VMs
 // deleted since are reported, not failed. A VM that could not be started
 // makes it fail with ErrVMRestore, after it tried every VM.
-//
-// +kubebuilder:rbac:groups=kubevirt.io,resources=kubevirts,verbs=get
 func (r *Restorer) Restore(ctx context.Context, planName, node string) (RestoreResult, error) {
 	plan, err := Plan(ctx, r.Client, planName)
 	if err != nil {

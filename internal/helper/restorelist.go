@@ -58,14 +58,14 @@ func FormatVMList(vms []types.NamespacedName) string {
 	return strings.Join(slices.Compact(keys), ",")
 }
 
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
+
 // RecordVMs adds vms to the node's entry of the plan's restore list, creating
 // the ConfigMap if needed. It is owned by the plan, not labelled with it: it
 // is the record of the VMs the upgrade shut down, so the plan's cleanup
 // keeps it, and it goes when the plan is deleted. VMs already listed stay listed, so that a job
 // that restarts after stopping some VMs (whose instances are gone) does not
 // forget them. It reports whether it created the ConfigMap.
-//
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
 func RecordVMs(ctx context.Context, c client.Client, plan *v1beta1.UpgradePlan, node string, vms []types.NamespacedName) (created bool, err error) {
 	key := types.NamespacedName{Namespace: cluster.HarvesterNamespace, Name: names.RestoreVMConfigMap(plan.Name)}
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {

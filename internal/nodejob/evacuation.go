@@ -50,13 +50,13 @@ func remainingVMIs(vmis []kubevirtv1.VirtualMachineInstance) []*kubevirtv1.Virtu
 // listShown is how many instances a status names.
 const listShown = 10
 
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances;virtualmachineinstancemigrations,verbs=list
+// +kubebuilder:rbac:groups="",resources=events,verbs=list
+
 // waitVMsGone waits until no instance runs on the node. With evacuate, an
 // instance whose evacuation migration failed (KubeVirt recorded a
 // FailedMigration warning) is stopped, and recorded for restore like the
 // ones the detector stopped, instead of blocking the drain.
-//
-// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances;virtualmachineinstancemigrations,verbs=list
-// +kubebuilder:rbac:groups="",resources=events,verbs=list
 func (j *Job) waitVMsGone(evacuate bool) func(context.Context, *state) error {
 	return func(ctx context.Context, s *state) error {
 		what := "every VM to leave node " + j.Node
@@ -179,10 +179,10 @@ func (j *Job) stopAfterFailedMigration(ctx context.Context, s *state, vmi *kubev
 	return nil
 }
 
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=list
+
 // waitEvacuationPDBs waits until KubeVirt removed the PodDisruptionBudgets
 // of its evacuation migrations, which would make Rancher's drain fail.
-//
-// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=list
 func (j *Job) waitEvacuationPDBs(ctx context.Context, _ *state) error {
 	w := waitfor.Wait{
 		What:     "KubeVirt's evacuation PodDisruptionBudgets to be removed",

@@ -74,10 +74,10 @@ func workloadNodes(nodes []corev1.Node) int {
 	return n
 }
 
+// +kubebuilder:rbac:groups=longhorn.io,resources=engines;volumes,verbs=list
+
 // waitLonghorn waits until every running volume can lose this node's
 // replica.
-//
-// +kubebuilder:rbac:groups=longhorn.io,resources=engines;volumes,verbs=list
 func (j *Job) waitLonghorn(ctx context.Context, _ *state) error {
 	w := waitfor.Wait{
 		What:     "every running Longhorn volume to be able to lose the replica on node " + j.Node,

@@ -20,10 +20,10 @@ func isDrainTaint(t corev1.Taint) bool {
 	return t.Key == drainTaint.Key && t.Value == drainTaint.Value && t.Effect == drainTaint.Effect
 }
 
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;patch
+
 // updateNode changes the node with a merge patch guarded by its
 // resourceVersion (taints are a list that other controllers write too).
-//
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;patch
 func (j *Job) updateNode(ctx context.Context, change func(*corev1.Node) bool) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n := &corev1.Node{}

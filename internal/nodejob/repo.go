@@ -15,10 +15,10 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/waitfor"
 )
 
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get
+
 // waitRepo waits until the upgrade repo serves the release, then reads the
 // release and its bundle metadata.
-//
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get
 func (j *Job) waitRepo(ctx context.Context, s *state) error {
 	repo, err := release.NewClient(j.repoURL(), release.WithRetries(1, 0))
 	if err != nil {

@@ -80,10 +80,10 @@ func (j *Job) imageCleanupSteps() []step {
 	}
 }
 
+// +kubebuilder:rbac:groups=provisioning.cattle.io,resources=clusters,verbs=get;patch
+
 // upgradeRKE2 has Rancher move the single node to the release's Kubernetes
 // version: kubernetesVersion and an rkeConfig, without drain hooks.
-//
-// +kubebuilder:rbac:groups=provisioning.cattle.io,resources=clusters,verbs=get;patch
 func (j *Job) upgradeRKE2(ctx context.Context, s *state) error {
 	cl, err := cluster.LocalCluster(ctx, j.Client)
 	if err != nil {
