@@ -117,7 +117,8 @@ type harness struct {
 	repo  *releasetest.Repo
 	files atomic.Pointer[fstest.MapFS]
 	// refusedBefore counts the requests RBAC refused the manager before
-	// this test; cleaningUp stops eventually from reporting new ones.
+	// this test; while cleaningUp, eventually reports new ones without
+	// ending the test, so that the cleanup finishes.
 	refusedBefore int
 	cleaningUp    bool
 }
@@ -236,9 +237,14 @@ func (h *harness) eventually(what string, cond func() (bool, string)) {
 	deadline := time.Now().Add(30 * time.Second)
 	last := ""
 	for time.Now().Before(deadline) {
-		if refused := managerSA.Refused()[h.refusedBefore:]; len(refused) > 0 && !h.cleaningUp {
-			h.t.Fatalf("waiting for %s: RBAC refused the manager (add a +kubebuilder:rbac marker next to the code and run `make manifests`):\n%s",
+		if refused := managerSA.Refused()[h.refusedBefore:]; len(refused) > 0 {
+			msg := fmt.Sprintf("waiting for %s: RBAC refused the manager (add a +kubebuilder:rbac marker next to the code and run `make manifests`):\n%s",
 				what, strings.Join(refused, "\n"))
+			if h.cleaningUp {
+				h.t.Error(msg) // and let the cleanup go on
+				return
+			}
+			h.t.Fatal(msg)
 		}
 		ok, desc := cond()
 		if ok {

@@ -39,7 +39,7 @@ var createdKinds = []struct {
 
 // Cleanup deletes the plan's objects by label, a collection at a time.
 //
-// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=services,verbs=deletecollection
+// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=services;configmaps,verbs=deletecollection
 // +kubebuilder:rbac:groups=apps,namespace=harvester-system,resources=deployments,verbs=deletecollection
 // +kubebuilder:rbac:groups=batch,namespace=harvester-system,resources=jobs,verbs=deletecollection
 // +kubebuilder:rbac:groups=harvesterhci.io,namespace=harvester-system,resources=virtualmachineimages,verbs=deletecollection
