@@ -7,6 +7,15 @@
 # file system mounted at /host, so the image carries no tool, no shell and no
 # package manager: less to patch, less to attack. `make docker-build` builds
 # it; `make docker-buildx` builds it for several platforms and pushes it.
+#
+# Not yet so: internal/host runs the node's tools through a `chroot` binary
+# and bind-mounts with `mount`, both looked up in the image, and copies the
+# image's /usr/local/bin/elemental (with its glibc) to the node;
+# internal/clusterupgrade runs `wharfie` from the image. This image has none
+# of them, so the node jobs' host steps and the Rancher upgrade fail in it
+# until they run the node's tools inside /host themselves (Go's
+# SysProcAttr.Chroot and syscall.Mount; elemental from the release) or those
+# tools are added here.
 
 ARG GO_VERSION=1.26
 
