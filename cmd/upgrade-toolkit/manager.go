@@ -46,6 +46,7 @@ func newManagerCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&opts.MetricsAddr, "metrics-bind-address", "0", "address the metrics endpoint listens on; 0 disables it")
 	f.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "address the health probes listen on")
+	f.StringVar(&opts.PprofAddr, "pprof-bind-address", "0", "address Go's profiles (/debug/pprof) are served on, for diagnosing the manager; 0 disables them")
 	f.BoolVar(&opts.LeaderElect, "leader-elect", false, "elect a leader so that only one replica is active")
 	namespace := os.Getenv("POD_NAMESPACE")
 	if namespace == "" {

@@ -38,6 +38,8 @@ type Options struct {
 	MetricsAddr string
 	// ProbeAddr is the health probe listen address; "0" disables probes.
 	ProbeAddr string
+	// PprofAddr serves Go's profiles (/debug/pprof); "" or "0" disables it.
+	PprofAddr string
 	// LeaderElect enables leader election.
 	LeaderElect bool
 	// Phase configures the phases; nil takes phase.DefaultConfig.
@@ -101,6 +103,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Scheme:                 cluster.NewScheme(),
 		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress: opts.ProbeAddr,
+		PprofBindAddress:       opts.PprofAddr,
 		LeaderElection:         opts.LeaderElect,
 		LeaderElectionID:       LeaderElectionID,
 		Cache:                  cacheOptions(),

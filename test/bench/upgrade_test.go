@@ -190,12 +190,17 @@ func startManager(b *testing.B, env *testenv.Env, s *sim.Sim) *manager {
 	}
 	port := freePort(b)
 	m := &manager{metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port), done: make(chan struct{})}
-	m.cmd = exec.Command(binary, "manager", "--kubeconfig", kubeconfig,
+	args := []string{"manager", "--kubeconfig", kubeconfig,
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", port), "--health-probe-bind-address", "0",
 		"--repo-url", s.RepoURL("{namespace}", "{service}"),
 		// The embedded API server's certificate is valid for a week.
 		"--min-certs-expiration-days", "1",
-		"--zap-log-level", "error")
+		"--zap-log-level", "error"}
+	// BENCH_PPROF=host:port serves the manager's profiles during the run.
+	if addr := os.Getenv("BENCH_PPROF"); addr != "" {
+		args = append(args, "--pprof-bind-address", addr)
+	}
+	m.cmd = exec.Command(binary, args...)
 	m.cmd.Env = append(os.Environ(), "ENABLE_WEBHOOKS=false")
 	m.cmd.Stderr = os.Stderr
 	if err := m.cmd.Start(); err != nil {
