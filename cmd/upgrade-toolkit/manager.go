@@ -48,6 +48,7 @@ func newManagerCommand() *cobra.Command {
 	f.BoolVar(&opts.MetricsSecure, "metrics-secure", true,
 		"serve metrics over HTTPS to scrapers the API server authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone")
 	f.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "address the health probes listen on")
+	f.StringVar(&opts.PprofAddr, "pprof-bind-address", "0", "address Go's profiles (/debug/pprof) are served on, for diagnosing the manager; 0 disables them")
 	f.BoolVar(&opts.LeaderElect, "leader-elect", false, "elect a leader so that only one replica is active")
 	namespace := os.Getenv("POD_NAMESPACE")
 	if namespace == "" {

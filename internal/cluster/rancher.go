@@ -119,6 +119,22 @@ func RestoreUpgradeStrategy(ctx context.Context, c client.Client, raw *runtime.R
 	return nil
 }
 
+// NodesOfMachines maps every CAPI Machine in fleet-local that has a node to
+// the node's name, with one cached list instead of a read per Machine.
+func NodesOfMachines(ctx context.Context, c client.Reader) (map[string]string, error) {
+	var machines capiv1beta1.MachineList
+	if err := c.List(ctx, &machines, client.InNamespace(FleetLocalNamespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing the Machines of %s: %w", FleetLocalNamespace, err)
+	}
+	out := make(map[string]string, len(machines.Items))
+	for _, m := range machines.Items {
+		if m.Status.NodeRef != nil {
+			out[m.Name] = m.Status.NodeRef.Name
+		}
+	}
+	return out, nil
+}
+
 // NodeOfMachine returns the name of the node a CAPI Machine in fleet-local
 // runs as, or "" when the Machine has no node yet.
 func NodeOfMachine(ctx context.Context, c client.Reader, machine string) (string, error) {

@@ -77,7 +77,8 @@ func (r *DrainHookReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 // upgraded, if any.
 func (r *DrainHookReconciler) nodeUpgradingPlan(ctx context.Context) (*v1beta1.UpgradePlan, error) {
 	var plans v1beta1.UpgradePlanList
-	if err := r.Client.List(ctx, &plans); err != nil {
+	// Read-only: the plan is the cache's own.
+	if err := r.Client.List(ctx, &plans, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	for i := range plans.Items {
@@ -103,7 +104,7 @@ func (r *DrainHookReconciler) secretsToAcknowledge(ctx context.Context, obj clie
 		return nil
 	}
 	var secrets corev1.SecretList
-	if err := r.Client.List(ctx, &secrets, client.InNamespace(cluster.FleetLocalNamespace)); err != nil {
+	if err := r.Client.List(ctx, &secrets, client.InNamespace(cluster.FleetLocalNamespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request

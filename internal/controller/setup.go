@@ -130,7 +130,8 @@ func planOfOwner(_ context.Context, obj client.Object) []reconcile.Request {
 // listPlans lists plans from the cache and keeps those f selects.
 func (r *PlanReconciler) listPlans(ctx context.Context, f func(*v1beta1.UpgradePlan) bool) []reconcile.Request {
 	var plans v1beta1.UpgradePlanList
-	if err := r.Client.List(ctx, &plans); err != nil {
+	// Read-only: a plan of a large cluster is big to copy on every event.
+	if err := r.Client.List(ctx, &plans, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request

@@ -49,6 +49,8 @@ type Options struct {
 	MetricsSecure bool
 	// ProbeAddr is the health probe listen address; "0" disables probes.
 	ProbeAddr string
+	// PprofAddr serves Go's profiles (/debug/pprof); "" or "0" disables it.
+	PprofAddr string
 	// LeaderElect enables leader election.
 	LeaderElect bool
 	// Phase configures the phases; nil takes phase.DefaultConfig.
@@ -112,6 +114,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Scheme:                 cluster.NewScheme(),
 		Metrics:                metrics.ServerOptions(opts.MetricsAddr, opts.MetricsSecure),
 		HealthProbeBindAddress: opts.ProbeAddr,
+		PprofBindAddress:       opts.PprofAddr,
 		LeaderElection:         opts.LeaderElect,
 		LeaderElectionID:       LeaderElectionID,
 		// Given, so that the manager also elects outside a pod (make run).

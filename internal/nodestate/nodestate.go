@@ -124,15 +124,7 @@ func decide(n Node, singleNode bool, busy string) Decision {
 		return Decision{State: v1beta1.NodeStatePreDraining}
 
 	case v1beta1.NodeStatePreDraining:
-		switch n.PreDrain.Status {
-		case JobNone:
-			return Decision{State: n.State, StartJob: v1beta1.JobTypePreDrain}
-		case JobSucceeded:
-			return Decision{State: v1beta1.NodeStatePreDrained}
-		case JobFailed:
-			return Decision{State: v1beta1.NodeStatePreDrainFailed, Reason: n.PreDrain.Reason, Message: n.PreDrain.Message}
-		}
-		return keep
+		return jobStep(n.State, n.PreDrain, v1beta1.JobTypePreDrain, v1beta1.NodeStatePreDrained, v1beta1.NodeStatePreDrainFailed)
 
 	case v1beta1.NodeStatePreDrained:
 		if n.PostDrainRequested {
@@ -141,26 +133,10 @@ func decide(n Node, singleNode bool, busy string) Decision {
 		return keep
 
 	case v1beta1.NodeStatePostDraining:
-		switch n.PostDrain.Status {
-		case JobNone:
-			return Decision{State: n.State, StartJob: v1beta1.JobTypePostDrain}
-		case JobSucceeded:
-			return Decision{State: v1beta1.NodeStateWaitingReboot}
-		case JobFailed:
-			return Decision{State: v1beta1.NodeStatePostDrainFailed, Reason: n.PostDrain.Reason, Message: n.PostDrain.Message}
-		}
-		return keep
+		return jobStep(n.State, n.PostDrain, v1beta1.JobTypePostDrain, v1beta1.NodeStateWaitingReboot, v1beta1.NodeStatePostDrainFailed)
 
 	case v1beta1.NodeStateSingleNodeUpgrading:
-		switch n.SingleNodeUpgrade.Status {
-		case JobNone:
-			return Decision{State: n.State, StartJob: v1beta1.JobTypeSingleNodeUpgrade}
-		case JobSucceeded:
-			return Decision{State: v1beta1.NodeStateWaitingReboot}
-		case JobFailed:
-			return Decision{State: v1beta1.NodeStateSingleNodeUpgradeFailed, Reason: n.SingleNodeUpgrade.Reason, Message: n.SingleNodeUpgrade.Message}
-		}
-		return keep
+		return jobStep(n.State, n.SingleNodeUpgrade, v1beta1.JobTypeSingleNodeUpgrade, v1beta1.NodeStateWaitingReboot, v1beta1.NodeStateSingleNodeUpgradeFailed)
 
 	case v1beta1.NodeStateWaitingReboot:
 		done, failed := v1beta1.NodeStatePostDrained, v1beta1.NodeStatePostDrainFailed
@@ -176,6 +152,20 @@ func decide(n Node, singleNode bool, busy string) Decision {
 		return Decision{State: n.State, Message: n.RebootReport}
 	}
 	return keep
+}
+
+// jobStep decides a node whose state runs a Job: start it when it does not
+// exist, move on when it succeeded, fail with its reason when it failed.
+func jobStep(state v1beta1.NodeUpgradeState, j Job, jobType string, done, failed v1beta1.NodeUpgradeState) Decision {
+	switch j.Status {
+	case JobNone:
+		return Decision{State: state, StartJob: jobType}
+	case JobSucceeded:
+		return Decision{State: done}
+	case JobFailed:
+		return Decision{State: failed, Reason: j.Reason, Message: j.Message}
+	}
+	return Decision{State: state}
 }
 
 // Upgraded reports whether a node finished its NodeUpgrade work.

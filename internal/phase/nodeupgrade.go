@@ -208,6 +208,10 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 		if err := s.Client.List(ctx, &secrets, client.InNamespace(cluster.FleetLocalNamespace), client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("listing Rancher's machine-plan Secrets: %w", err)
 		}
+		nodeOf, err := cluster.NodesOfMachines(ctx, s.Client)
+		if err != nil {
+			return nil, err
+		}
 		for i := range secrets.Items {
 			sec := &secrets.Items[i]
 			if sec.Type != cluster.MachinePlanSecretType {
@@ -216,11 +220,9 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 			if sec.Annotations[cluster.AnnotationRancherPostDrain] != "" {
 				obs.postDrainPending = append(obs.postDrainPending, sec.Name)
 			}
-			node, err := cluster.NodeOfMachine(ctx, s.Client, sec.Labels[cluster.LabelMachineName])
-			if err != nil || node == "" {
-				continue // a Machine without a node has nothing for us to drain
-			}
-			requests[node] = sec
+			if node := nodeOf[sec.Labels[cluster.LabelMachineName]]; node != "" {
+				requests[node] = sec
+			} // else a Machine without a node has nothing for us to drain
 		}
 	}
 

@@ -56,6 +56,16 @@ func (s *Sim) jobPlan(ctx context.Context, job *batchv1.Job) (*v1beta1.UpgradePl
 	return plan, nil
 }
 
+// jobRelease returns the plan a Job works for and the release it installs.
+func (s *Sim) jobRelease(ctx context.Context, job *batchv1.Job) (*v1beta1.UpgradePlan, *v1beta1.ReleaseMetadata, error) {
+	plan, err := s.jobPlan(ctx, job)
+	if err != nil {
+		return nil, nil, err
+	}
+	rm, err := releaseOf(plan)
+	return plan, rm, err
+}
+
 // releaseOf returns the plan's release metadata, which the jobs need.
 func releaseOf(plan *v1beta1.UpgradePlan) (*v1beta1.ReleaseMetadata, error) {
 	rm := plan.Status.ReleaseMetadata
@@ -68,11 +78,7 @@ func releaseOf(plan *v1beta1.UpgradePlan) (*v1beta1.ReleaseMetadata, error) {
 // clusterUpgradeWork upgrades the cluster's components: the running
 // Harvester version becomes the target's.
 func (s *Sim) clusterUpgradeWork(ctx context.Context, job *batchv1.Job) error {
-	plan, err := s.jobPlan(ctx, job)
-	if err != nil {
-		return err
-	}
-	rm, err := releaseOf(plan)
+	_, rm, err := s.jobRelease(ctx, job)
 	if err != nil {
 		return err
 	}
@@ -115,11 +121,7 @@ func (s *Sim) preDrainWork(ctx context.Context, job *batchv1.Job) error {
 // the Job completed, the node reboots into the new OS.
 func (s *Sim) postDrainWork(ctx context.Context, job *batchv1.Job) error {
 	node := jobNode(job)
-	plan, err := s.jobPlan(ctx, job)
-	if err != nil {
-		return err
-	}
-	rm, err := releaseOf(plan)
+	_, rm, err := s.jobRelease(ctx, job)
 	if err != nil {
 		return err
 	}
@@ -140,11 +142,7 @@ func (s *Sim) postDrainWork(ctx context.Context, job *batchv1.Job) error {
 // it, and reboots the node into the new OS once the Job completed.
 func (s *Sim) singleNodeUpgradeWork(ctx context.Context, job *batchv1.Job) error {
 	node := jobNode(job)
-	plan, err := s.jobPlan(ctx, job)
-	if err != nil {
-		return err
-	}
-	rm, err := releaseOf(plan)
+	plan, rm, err := s.jobRelease(ctx, job)
 	if err != nil {
 		return err
 	}

@@ -62,11 +62,7 @@ func (s *Sim) runNodeJob(ctx context.Context, job *batchv1.Job, jobType string) 
 	j.Host = &hosttest.Fake{
 		PrettyName: n.Status.NodeInfo.OSImage,
 		OnReboot: func(ctx context.Context, _ host.JobContainer) error {
-			plan, err := s.jobPlan(ctx, job)
-			if err != nil {
-				return err
-			}
-			rm, err := releaseOf(plan)
+			_, rm, err := s.jobRelease(ctx, job)
 			if err != nil {
 				return err
 			}
