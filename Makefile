@@ -45,13 +45,16 @@ NAMESPACE := harvester-system
 
 # Which +kubebuilder:rbac markers make which role (config/rbac/<role>_role.yaml):
 # those of the manager's packages, of the webhook's, of the metrics endpoint's;
-# every other package's markers are the Jobs' (cluster-upgrade, node jobs,
-# restore-vm), so that a new job package needs no change here.
+# every other package's markers are the Jobs' (node jobs, restore-vm), so that
+# a new job package needs no change here. The cluster-upgrade Job runs as
+# cluster-admin (it upgrades Rancher with Helm): its markers only document
+# what its own code asks of the API.
 MODULE := github.com/harvester/upgrade-toolkit
 MANAGER_PKGS := ./internal/manager ./internal/controller ./internal/phase ./internal/preflight
 WEBHOOK_PKGS := ./internal/webhook
 METRICS_AUTH_PKGS := ./internal/metrics
-JOB_PKGS = $(filter-out $(MANAGER_PKGS) $(WEBHOOK_PKGS) $(METRICS_AUTH_PKGS),$(shell go list ./... | sed 's|^$(MODULE)|.|'))
+CLUSTER_UPGRADE_PKGS := ./internal/clusterupgrade
+JOB_PKGS = $(filter-out $(MANAGER_PKGS) $(WEBHOOK_PKGS) $(METRICS_AUTH_PKGS) $(CLUSTER_UPGRADE_PKGS),$(shell go list ./... | sed 's|^$(MODULE)|.|'))
 
 # Packages the tests run; TEST_ARGS passes extra flags (e.g. -run, -v).
 TEST_PKGS ?= ./...

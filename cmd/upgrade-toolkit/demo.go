@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -48,7 +49,9 @@ invariant was violated; 2 the demo could not run.`,
 			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			live := output == ""
 			tty := live && isTerminal(out)
-			fmt.Fprintf(errOut, "starting the control plane and a simulated %d-node Harvester cluster...\n", o.Nodes)
+			// Writes to the terminal: a failed write has nowhere to be reported.
+			say := func(w io.Writer, text string) { _, _ = io.WriteString(w, text) }
+			say(errOut, fmt.Sprintf("starting the control plane and a simulated %d-node Harvester cluster...\n", o.Nodes))
 			last := ""
 			res, err := demo.Run(cmd.Context(), o, func(p *v1beta1.UpgradePlan, elapsed time.Duration) {
 				if !live {
@@ -57,9 +60,9 @@ invariant was violated; 2 the demo could not run.`,
 				frame := demo.Frame(p, elapsed)
 				switch {
 				case tty:
-					fmt.Fprint(out, "\x1b[H\x1b[2J"+frame)
+					say(out, "\x1b[H\x1b[2J"+frame)
 				case stripElapsed(frame) != stripElapsed(last):
-					fmt.Fprintln(out, frame)
+					say(out, frame+"\n")
 				}
 				last = frame
 			})
@@ -67,7 +70,7 @@ invariant was violated; 2 the demo could not run.`,
 				return &exitError{code: 2, err: err}
 			}
 			if live {
-				fmt.Fprint(out, demo.Summary(res))
+				say(out, demo.Summary(res))
 			} else if werr := demo.WriteYAML(out, res); werr != nil {
 				return &exitError{code: 2, err: werr}
 			}

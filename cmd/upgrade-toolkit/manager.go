@@ -62,7 +62,10 @@ func newManagerCommand() *cobra.Command {
 	f.StringVar(&opts.Webhook.ConfigurationName, "webhook-configuration-name", webhook.DefaultConfigurationName,
 		"ValidatingWebhookConfiguration whose caBundle the manager keeps current")
 	f.StringVar(&phaseCfg.JobServiceAccount, "job-service-account", envOr("UPGRADE_JOB_SERVICE_ACCOUNT", phaseCfg.JobServiceAccount),
-		"service account of the cluster and node Jobs ($UPGRADE_JOB_SERVICE_ACCOUNT)")
+		"service account of the node and restore-vm Jobs ($UPGRADE_JOB_SERVICE_ACCOUNT)")
+	f.StringVar(&phaseCfg.ClusterUpgradeServiceAccount, "cluster-upgrade-service-account",
+		envOr("UPGRADE_CLUSTER_UPGRADE_SERVICE_ACCOUNT", phaseCfg.ClusterUpgradeServiceAccount),
+		"service account of the cluster-upgrade Job, which upgrades Rancher with Helm and needs cluster-admin ($UPGRADE_CLUSTER_UPGRADE_SERVICE_ACCOUNT)")
 	f.StringVar(&phaseCfg.PlanServiceAccount, "plan-service-account", envOr("UPGRADE_PLAN_SERVICE_ACCOUNT", phaseCfg.PlanServiceAccount),
 		"service account of the system-upgrade-controller Plans' Jobs ($UPGRADE_PLAN_SERVICE_ACCOUNT)")
 	f.StringVar(&phaseCfg.ToolkitRepository, "toolkit-image-repository", phaseCfg.ToolkitRepository,

@@ -107,6 +107,12 @@ func TestMultiNodeUpgradeToSucceeded(t *testing.T) {
 	}
 	h.waitEvent(p.Name, "NodeRebootVerified: Node node-3 rebooted into Harvester v1.8.0")
 
+	// The cluster-upgrade Job kept its progress in a ConfigMap of the plan.
+	h.must(h.c.Create(h.ctx(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Namespace: cluster.HarvesterNamespace, Name: names.ClusterUpgradeProgress(p.Name),
+		Labels: map[string]string{v1beta1.LabelUpgradePlan: p.Name, v1beta1.LabelUpgradeComponent: v1beta1.ComponentClusterUpgrade},
+	}}))
+
 	// ImageCleanup removes the previous release's images, node by node.
 	p = h.waitPhase(p.Name, v1beta1.PhaseCleaningUp)
 	suc := &upgradev1.Plan{}
@@ -158,7 +164,7 @@ func (h *harness) waitCleanedUp(plan string) {
 func (h *harness) assertNothingLeft(plan string) {
 	h.t.Helper()
 	sel := client.MatchingLabels{v1beta1.LabelUpgradePlan: plan}
-	for _, l := range []client.ObjectList{&batchv1.JobList{}, &corev1.ServiceList{},
+	for _, l := range []client.ObjectList{&batchv1.JobList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{},
 		&upgradev1.PlanList{}, &harvesterv1beta1.VirtualMachineImageList{}} {
 		h.must(h.c.List(h.ctx(), l, sel))
 		if n := len(mustItems(l)); n != 0 {

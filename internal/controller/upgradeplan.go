@@ -31,7 +31,7 @@ import (
 // upgrade slot, and records events on the plans; plans are cluster-scoped,
 // so their events go to the default namespace.
 //
-// +kubebuilder:rbac:groups=management.harvesterhci.io,resources=upgradeplans,verbs=list;patch
+// +kubebuilder:rbac:groups=management.harvesterhci.io,resources=upgradeplans,verbs=get;list;patch
 // +kubebuilder:rbac:groups=management.harvesterhci.io,resources=upgradeplans/status,verbs=patch
 // +kubebuilder:rbac:groups="",namespace=default,resources=events,verbs=create;patch
 
@@ -246,6 +246,13 @@ func requeueOnConflict(err error) (ctrl.Result, error) {
 func (r *PlanReconciler) finish(ctx context.Context, plan *v1beta1.UpgradePlan, s *phase.Scope) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(plan, v1beta1.FinalizerCleanup) {
 		return ctrl.Result{}, nil
+	}
+	// The cache may not show yet that the finalizer is gone (an event of the
+	// cleanup's own deletions can bring a pass here first): ask the API
+	// server, so that a plan is cleaned up and released once.
+	fresh := &v1beta1.UpgradePlan{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(plan), fresh); err != nil || !controllerutil.ContainsFinalizer(fresh, v1beta1.FinalizerCleanup) {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	res, err := phase.Cleanup(ctx, s)
 	r.setDegraded(s, err)

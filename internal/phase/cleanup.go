@@ -52,19 +52,6 @@ var createdKinds = []struct {
 // that each is restored exactly once. It is done when nothing is left.
 func Cleanup(ctx context.Context, s *Scope) (Result, error) {
 	sel := client.MatchingLabels{v1beta1.LabelUpgradePlan: s.Plan.Name}
-	for _, k := range createdKinds {
-		err := s.Client.DeleteAllOf(ctx, k.obj, client.InNamespace(k.namespace), sel,
-			client.PropagationPolicy(metav1.DeletePropagationBackground))
-		if err != nil && !meta.IsNoMatchError(err) {
-			return Result{}, fmt.Errorf("deleting the plan's %T objects in %s: %w", k.obj, k.namespace, err)
-		}
-	}
-	if err := unmarkNodes(ctx, s); err != nil {
-		return Result{}, err
-	}
-	if err := restoreSettings(ctx, s); err != nil {
-		return Result{}, err
-	}
 	var left []string
 	for _, k := range createdKinds {
 		if err := s.Client.List(ctx, k.list, client.InNamespace(k.namespace), sel); err != nil {
@@ -77,10 +64,24 @@ func Cleanup(ctx context.Context, s *Scope) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
+		if len(items) == 0 {
+			continue
+		}
 		for _, o := range items {
 			mo := o.(client.Object)
 			left = append(left, fmt.Sprintf("%T %s/%s", mo, mo.GetNamespace(), mo.GetName()))
 		}
+		err = s.Client.DeleteAllOf(ctx, k.obj, client.InNamespace(k.namespace), sel,
+			client.PropagationPolicy(metav1.DeletePropagationBackground))
+		if err != nil && !meta.IsNoMatchError(err) {
+			return Result{}, fmt.Errorf("deleting the plan's %T objects in %s: %w", k.obj, k.namespace, err)
+		}
+	}
+	if err := unmarkNodes(ctx, s); err != nil {
+		return Result{}, err
+	}
+	if err := restoreSettings(ctx, s); err != nil {
+		return Result{}, err
 	}
 	if len(left) > 0 {
 		return Wait("cleaning up: waiting for %s to be deleted", strings.Join(left, ", ")), nil

@@ -42,6 +42,7 @@ func (ClusterUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 			Command:         []string{"upgrade-toolkit", "cluster-upgrade"},
 			BackoffLimit:    3,
 			DeadlineSeconds: clusterUpgradeDeadline,
+			ServiceAccount:  s.Config.ClusterUpgradeServiceAccount,
 		})
 		if err := s.create(ctx, job, v1beta1.ComponentClusterUpgrade); err != nil {
 			return Result{}, err

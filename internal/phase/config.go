@@ -18,8 +18,11 @@ type Config struct {
 	// Version is the manager's own version: the image tag used until the
 	// release is known.
 	Version string
-	// JobServiceAccount runs the cluster and node Jobs.
+	// JobServiceAccount runs the node and restore-vm Jobs.
 	JobServiceAccount string
+	// ClusterUpgradeServiceAccount runs the cluster-upgrade Job, which
+	// upgrades Rancher with Helm and so needs to write any cluster object.
+	ClusterUpgradeServiceAccount string
 	// PlanServiceAccount runs the system-upgrade-controller Plans' Jobs.
 	PlanServiceAccount string
 	// RepoURL maps the repo Service to the base URL of the ISO content.
@@ -56,10 +59,12 @@ type Deadlines struct {
 // need a cluster connection (Kubelet) or a build (Version).
 func DefaultConfig() Config {
 	return Config{
-		ToolkitRepository:  v1beta1.DefaultUpgradeToolkitRepository,
-		Version:            "dev",
-		JobServiceAccount:  "harvester",
-		PlanServiceAccount: "system-upgrade-controller",
+		ToolkitRepository: v1beta1.DefaultUpgradeToolkitRepository,
+		Version:           "dev",
+		JobServiceAccount: "harvester",
+		// Harvester's own service account, which is cluster-admin.
+		ClusterUpgradeServiceAccount: "harvester",
+		PlanServiceAccount:           "system-upgrade-controller",
 		RepoURL: func(namespace, service string) string {
 			return fmt.Sprintf("http://%s.%s.svc/harvester-iso/", service, namespace)
 		},

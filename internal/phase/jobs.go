@@ -72,6 +72,8 @@ type JobSpec struct {
 	BackoffLimit int32
 	// DeadlineSeconds bounds the Job's run time.
 	DeadlineSeconds int64
+	// ServiceAccount runs the Job; empty means Config.JobServiceAccount.
+	ServiceAccount string
 }
 
 // newJob builds a Job in harvester-system running the toolkit image.
@@ -89,9 +91,13 @@ func (s *Scope) newJob(js JobSpec) *batchv1.Job {
 		// The jobs run upgrade tools that need root inside the container.
 		SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](0)},
 	}
+	sa := js.ServiceAccount
+	if sa == "" {
+		sa = s.Config.JobServiceAccount
+	}
 	pod := corev1.PodSpec{
 		RestartPolicy:      corev1.RestartPolicyNever,
-		ServiceAccountName: s.Config.JobServiceAccount,
+		ServiceAccountName: sa,
 		Tolerations:        cluster.UpgradeTolerations(),
 		NodeName:           js.Node,
 		Containers:         []corev1.Container{c},
