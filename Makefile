@@ -61,8 +61,11 @@ TEST_PKGS ?= ./...
 TEST_ARGS ?=
 
 # Packages with benchmarks; BENCH_ARGS passes extra flags (e.g. -bench LargeFile, -count 3).
+# The whole-upgrade benchmarks (test/bench) run each size once; UPGRADE_BENCH_ARGS
+# narrows them (e.g. -bench 'Upgrade/nodes=3$$').
 BENCH_PKGS ?= ./internal/repo
 BENCH_ARGS ?=
+UPGRADE_BENCH_ARGS ?=
 
 ##@ General
 
@@ -125,12 +128,17 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: envtest vet kustomize helm ## Run the unit, integration (envtest), packaging and end-to-end tests.
+test: deps envtest vet kustomize helm ## Run the unit, integration (envtest), packaging and end-to-end tests.
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" go test $(TEST_PKGS) -count=1 -timeout 30m $(TEST_ARGS)
 
 .PHONY: bench
-bench: ## Run the benchmarks (see docs/benchmarks.md; the repo's compare with nginx from hack/install-deps.sh).
+bench: deps envtest ## Benchmarks: the repo server against nginx, and whole upgrades of 3 to 200 simulated nodes (docs/benchmarks.md).
 	go test $(BENCH_PKGS) -run '^$$' -bench . -benchmem -timeout 30m $(BENCH_ARGS)
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test ./test/bench -run '^$$' -bench . -benchtime 1x -timeout 60m $(UPGRADE_BENCH_ARGS)
+
+.PHONY: deps
+deps: ## Install the Debian packages the tests use (xorriso, nginx) when they are missing.
+	@hack/install-deps.sh
 
 .PHONY: envtest
 envtest: ## Provide etcd and kube-apiserver for envtest under bin/envtest (download, else build from source).
