@@ -191,7 +191,8 @@ func startManager(b *testing.B, env *testenv.Env, s *sim.Sim) *manager {
 	port := freePort(b)
 	m := &manager{metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port), done: make(chan struct{})}
 	args := []string{"manager", "--kubeconfig", kubeconfig,
-		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", port), "--health-probe-bind-address", "0",
+		// Plain HTTP on loopback: the benchmark scrapes without credentials.
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", port), "--metrics-secure=false", "--health-probe-bind-address", "0",
 		"--repo-url", s.RepoURL("{namespace}", "{service}"),
 		// The embedded API server's certificate is valid for a week.
 		"--min-certs-expiration-days", "1",
