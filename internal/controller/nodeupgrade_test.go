@@ -10,6 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -167,7 +168,7 @@ func (h *harness) assertNothingLeft(plan string) {
 	for _, l := range []client.ObjectList{&batchv1.JobList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{},
 		&upgradev1.PlanList{}, &harvesterv1beta1.VirtualMachineImageList{}} {
 		h.must(h.c.List(h.ctx(), l, sel))
-		if n := len(mustItems(l)); n != 0 {
+		if n := meta.LenList(l); n != 0 {
 			h.t.Errorf("%d %T left behind", n, l)
 		}
 	}
@@ -210,33 +211,6 @@ func (h *harness) assertRestored() {
 	if us := cl.Spec.RKEConfig.UpgradeStrategy; us == nil || us.ControlPlaneConcurrency != "10%" || len(us.ControlPlaneDrainOptions.PreDrainHooks) != 0 {
 		h.t.Errorf("Rancher upgrade strategy not restored: %+v", us)
 	}
-}
-
-func mustItems(l client.ObjectList) []metav1.Object {
-	var out []metav1.Object
-	switch l := l.(type) {
-	case *batchv1.JobList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *corev1.ServiceList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *corev1.ConfigMapList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *upgradev1.PlanList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *harvesterv1beta1.VirtualMachineImageList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	}
-	return out
 }
 
 func TestSingleNodeUpgrade(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -36,46 +34,6 @@ var env *testenv.Env
 func TestMain(m *testing.M) {
 	log.SetLogger(logr.Discard())
 	os.Exit(testenv.RunMain(m, &env))
-}
-
-// writeLog records, in order, the writes a client makes.
-type writeLog struct {
-	mu  sync.Mutex
-	ops []string
-}
-
-func (w *writeLog) add(verb string, obj client.Object) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.ops = append(w.ops, fmt.Sprintf("%s %T %s", verb, obj, client.ObjectKeyFromObject(obj)))
-}
-
-func (w *writeLog) list() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.ops)
-}
-
-// recordingClient wraps the test client and logs its writes.
-func recordingClient(w *writeLog) client.Client {
-	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		panic(err)
-	}
-	return interceptor.NewClient(c, interceptor.Funcs{
-		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			w.add("create", obj)
-			return c.Create(ctx, obj, opts...)
-		},
-		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			w.add("update", obj)
-			return c.Update(ctx, obj, opts...)
-		},
-		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-			w.add("patch", obj)
-			return c.Patch(ctx, obj, p, opts...)
-		},
-	})
 }
 
 func detector(c client.Client, power helper.VMPower) *helper.Detector {
@@ -109,8 +67,8 @@ func TestShutdownRecordsBeforeStopping(t *testing.T) {
 	elsewhere := jobtest.VM(t, env.Client, ns, "elsewhere", n2, jobtest.Pinned)
 	plan := jobtest.Plan(t, env.Client, nil)
 
-	var w writeLog
-	c := recordingClient(&w)
+	var w jobtest.Timeline
+	c := jobtest.RecordingClient(env.Config, env.Scheme, &w)
 	res, err := detector(c, helper.RunStrategyPower{Client: c}).Shutdown(ctx, plan.Name, n1)
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +78,7 @@ func TestShutdownRecordsBeforeStopping(t *testing.T) {
 		t.Errorf("restore list = %v, want only %s: %s", got, n1, wantEntry)
 	}
 	// The ConfigMap write comes before the first VM write.
-	ops := w.list()
+	ops := w.Events()
 	cmAt := slices.IndexFunc(ops, func(s string) bool { return strings.Contains(s, "ConfigMap") })
 	vmAt := slices.IndexFunc(ops, func(s string) bool { return strings.Contains(s, "VirtualMachine ") })
 	if cmAt < 0 || vmAt < 0 || cmAt > vmAt {
@@ -164,14 +122,14 @@ func TestShutdownRecordsBeforeStopping(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w = writeLog{}
+	w.Reset()
 	if _, err := detector(c, helper.RunStrategyPower{Client: c}).Shutdown(ctx, plan.Name, n1); err != nil {
 		t.Fatal(err)
 	}
 	if got := restoreList(t, plan.Name)[n1]; got != wantEntry {
 		t.Errorf("after a rerun the entry is %q, want %q kept", got, wantEntry)
 	}
-	if ops := slices.DeleteFunc(w.list(), func(s string) bool { return strings.Contains(s, "Event") }); len(ops) != 0 {
+	if ops := w.Events(); len(ops) != 0 {
 		t.Errorf("a rerun with nothing left to do wrote %v", ops)
 	}
 	if got := jobtest.Events(t, env.Client, plan.Name); len(got) != 3 || !strings.Contains(got[2], "Shutdown completed for 0 VM(s)") {

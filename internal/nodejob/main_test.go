@@ -2,13 +2,10 @@ package nodejob_test
 
 import (
 	"context"
-	"fmt"
 	"net/http/httptest"
 	"os"
 	"path"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,12 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/host/hosttest"
+	"github.com/harvester/upgrade-toolkit/internal/jobtest"
 	"github.com/harvester/upgrade-toolkit/internal/nodejob"
 	"github.com/harvester/upgrade-toolkit/internal/release"
 	"github.com/harvester/upgrade-toolkit/internal/release/releasetest"
@@ -38,59 +35,6 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.RunMain(m, &env))
 }
 
-// timeline is one ordered record of what the job did through the API and
-// on the host.
-type timeline struct {
-	mu     sync.Mutex
-	events []string
-}
-
-func (tl *timeline) add(e string) {
-	tl.mu.Lock()
-	defer tl.mu.Unlock()
-	tl.events = append(tl.events, e)
-}
-
-// index returns the position of the first event containing s, or -1.
-func (tl *timeline) index(s string) int {
-	tl.mu.Lock()
-	defer tl.mu.Unlock()
-	return slices.IndexFunc(tl.events, func(e string) bool { return strings.Contains(e, s) })
-}
-
-func (tl *timeline) String() string {
-	tl.mu.Lock()
-	defer tl.mu.Unlock()
-	return strings.Join(tl.events, "\n")
-}
-
-// apiClient is the job's client; its writes go to the timeline.
-func apiClient(tl *timeline) client.Client {
-	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		panic(err)
-	}
-	write := func(verb string, obj client.Object) {
-		if _, ok := obj.(*corev1.Event); !ok {
-			tl.add(fmt.Sprintf("api %s %T %s", verb, obj, client.ObjectKeyFromObject(obj)))
-		}
-	}
-	return interceptor.NewClient(c, interceptor.Funcs{
-		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			write("create", obj)
-			return c.Create(ctx, obj, opts...)
-		},
-		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			write("update", obj)
-			return c.Update(ctx, obj, opts...)
-		},
-		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-			write("patch", obj)
-			return c.Patch(ctx, obj, p, opts...)
-		},
-	})
-}
-
 // repoServer serves the default release repo.
 func repoServer(t *testing.T) (*releasetest.Repo, string) {
 	repo := releasetest.New()
@@ -101,13 +45,13 @@ func repoServer(t *testing.T) (*releasetest.Repo, string) {
 
 // node returns a host that runs the previous release, whose containerd
 // learns the images of each archive it imports.
-func fakeHost(repo *releasetest.Repo, tl *timeline) *hosttest.Fake {
+func fakeHost(repo *releasetest.Repo, tl *jobtest.Timeline) *hosttest.Fake {
 	f := &hosttest.Fake{PrettyName: "Harvester v1.7.1", CPUs: 8, ArchiveImages: map[string][]string{}}
 	for _, a := range slices.Concat(repo.Bundle.Images.Common, repo.Bundle.Images.RKE2, repo.Bundle.Images.Agent) {
 		f.ArchiveImages[path.Base(a.Archive)] = repo.Lists[a.List]
 	}
 	if tl != nil {
-		f.Observe = func(op string) { tl.add("host " + op) }
+		f.Observe = func(op string) { tl.Add("host " + op) }
 	}
 	return f
 }

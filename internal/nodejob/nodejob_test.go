@@ -163,16 +163,16 @@ func TestPreDrain(t *testing.T) {
 	must(t, env.Client.Status().Update(ctx, engine))
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), engine) })
 
-	var tl timeline
+	var tl jobtest.Timeline
 	background(t, fakeKubeVirt(env.Client, n1, n2, ns, map[string]bool{"stuck": true}))
 	go func() {
 		time.Sleep(300 * time.Millisecond)
-		tl.add("longhorn healed")
+		tl.Add("longhorn healed")
 		vol.Status.Robustness = cluster.LonghornRobustnessHealthy
 		_ = env.Client.Status().Update(context.Background(), vol)
 	}()
 	h := fakeHost(repo, &tl)
-	j := &nodejob.Job{Client: apiClient(&tl), Host: h, Plan: plan.Name, Node: n1, RepoURL: url, Timeouts: fastTimeouts()}
+	j := &nodejob.Job{Client: jobtest.RecordingClient(env.Config, env.Scheme, &tl), Host: h, Plan: plan.Name, Node: n1, RepoURL: url, Timeouts: fastTimeouts()}
 	if err := j.Run(ctx, nodejob.TypePreDrain); err != nil {
 		t.Fatalf("%v\ntimeline:\n%s", err, &tl)
 	}
@@ -191,7 +191,7 @@ func TestPreDrain(t *testing.T) {
 	}
 	last := -1
 	for _, e := range order {
-		i := tl.index(e)
+		i := tl.Index(e)
 		if i <= last {
 			t.Fatalf("%q is not where it belongs in\n%s", e, &tl)
 		}
@@ -367,7 +367,7 @@ func TestSingleNodeUpgrade(t *testing.T) {
 		Spec: provisioningv1.ClusterSpec{KubernetesVersion: "v1.34.4+rke2r1"}}
 	must(t, client.IgnoreAlreadyExists(env.Client.Create(ctx, local)))
 
-	var tl timeline
+	var tl jobtest.Timeline
 	background(t, fakeKubeVirt(env.Client, n1, "", ns, nil))
 	// Rancher moves the node to the cluster's Kubernetes version.
 	background(t, func(ctx context.Context) {
@@ -382,7 +382,7 @@ func TestSingleNodeUpgrade(t *testing.T) {
 		}
 	})
 	h := fakeHost(repo, &tl)
-	j := &nodejob.Job{Client: apiClient(&tl), Host: h, Plan: plan.Name, Node: n1, Pod: "single-pod", RepoURL: url, Timeouts: fastTimeouts()}
+	j := &nodejob.Job{Client: jobtest.RecordingClient(env.Config, env.Scheme, &tl), Host: h, Plan: plan.Name, Node: n1, Pod: "single-pod", RepoURL: url, Timeouts: fastTimeouts()}
 	if err := j.Run(ctx, nodejob.TypeSingleNodeUpgrade); err != nil {
 		t.Fatalf("%v\ntimeline:\n%s", err, &tl)
 	}
@@ -400,7 +400,7 @@ func TestSingleNodeUpgrade(t *testing.T) {
 	}
 	last := -1
 	for _, e := range order {
-		i := tl.index(e)
+		i := tl.Index(e)
 		if i <= last {
 			t.Fatalf("%q is not where it belongs in\n%s", e, &tl)
 		}
