@@ -37,11 +37,11 @@ const DrainHookControllerName = "drainhook"
 
 // Reconcile implements reconcile.Reconciler.
 func (r *DrainHookReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	sec := &corev1.Secret{}
+	sec := cluster.MachinePlan()
 	if err := r.Client.Get(ctx, req.NamespacedName, sec); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if sec.Type != cluster.MachinePlanSecretType {
+	if !cluster.IsMachinePlan(sec) {
 		return ctrl.Result{}, nil
 	}
 	plan, err := r.nodeUpgradingPlan(ctx)
@@ -90,11 +90,6 @@ func (r *DrainHookReconciler) nodeUpgradingPlan(ctx context.Context) (*v1beta1.U
 	return nil, nil
 }
 
-func isMachinePlan(obj client.Object) bool {
-	sec, ok := obj.(*corev1.Secret)
-	return ok && sec.Type == cluster.MachinePlanSecretType
-}
-
 // secretsToAcknowledge maps a plan's change to the machine-plan Secrets
 // whose node's new state allows an acknowledgement Rancher still waits for:
 // usually one, never every Secret of the cluster.
@@ -103,14 +98,14 @@ func (r *DrainHookReconciler) secretsToAcknowledge(ctx context.Context, obj clie
 	if !ok || plan.Status.CurrentPhase != v1beta1.PhaseNodeUpgrading {
 		return nil
 	}
-	var secrets corev1.SecretList
-	if err := r.Client.List(ctx, &secrets, client.InNamespace(cluster.FleetLocalNamespace), client.UnsafeDisableDeepCopy); err != nil {
+	secrets, err := cluster.MachinePlans(ctx, r.Client)
+	if err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request
-	for i := range secrets.Items {
-		sec := &secrets.Items[i]
-		if !isMachinePlan(sec) || !awaitsAck(sec) {
+	for i := range secrets {
+		sec := &secrets[i]
+		if !cluster.IsMachinePlan(sec) || !awaitsAck(sec) {
 			continue
 		}
 		node, err := cluster.NodeOfMachine(ctx, r.Client, sec.Labels[cluster.LabelMachineName])
@@ -126,24 +121,21 @@ func (r *DrainHookReconciler) secretsToAcknowledge(ctx context.Context, obj clie
 
 // awaitsAck reports whether Rancher asks for a hook the toolkit has not
 // acknowledged yet.
-func awaitsAck(sec *corev1.Secret) bool {
-	a := sec.Annotations
+func awaitsAck(sec client.Object) bool {
+	a := sec.GetAnnotations()
 	pre, post := a[cluster.AnnotationRancherPreDrain], a[cluster.AnnotationRancherPostDrain]
 	return (pre != "" && a[v1beta1.AnnotationPreHook] != pre) || (post != "" && a[v1beta1.AnnotationPostHook] != post)
 }
 
 // secretOfMachine maps a Machine to its machine-plan Secrets.
 func (r *DrainHookReconciler) secretOfMachine(ctx context.Context, obj client.Object) []reconcile.Request {
-	var secrets corev1.SecretList
-	if err := r.Client.List(ctx, &secrets, client.InNamespace(cluster.FleetLocalNamespace),
-		client.MatchingLabels{cluster.LabelMachineName: obj.GetName()}); err != nil {
+	secrets, err := cluster.MachinePlans(ctx, r.Client, client.MatchingLabels{cluster.LabelMachineName: obj.GetName()})
+	if err != nil {
 		return nil
 	}
-	var reqs []reconcile.Request
-	for i := range secrets.Items {
-		if isMachinePlan(&secrets.Items[i]) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&secrets.Items[i])})
-		}
+	reqs := make([]reconcile.Request, 0, len(secrets))
+	for i := range secrets {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&secrets[i])})
 	}
 	return reqs
 }
@@ -153,7 +145,7 @@ func SetupDrainHook(mgr ctrl.Manager) error {
 	r := &DrainHookReconciler{Client: mgr.GetClient()}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(DrainHookControllerName).
-		For(&corev1.Secret{}, builder.WithPredicates(predicate.NewPredicateFuncs(isMachinePlan))).
+		For(&corev1.Secret{}, builder.OnlyMetadata, builder.WithPredicates(predicate.NewPredicateFuncs(cluster.IsMachinePlan))).
 		Watches(&v1beta1.UpgradePlan{}, handler.EnqueueRequestsFromMapFunc(r.secretsToAcknowledge)).
 		Watches(&capiv1beta1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.secretOfMachine)).
 		Complete(r)

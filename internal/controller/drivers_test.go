@@ -50,6 +50,7 @@ func (h *harness) harvester(n int) []string {
 			ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: m.Name + "-machine-plan",
 				Labels: map[string]string{cluster.LabelMachineName: m.Name}},
 			Type: cluster.MachinePlanSecretType,
+			Data: map[string][]byte{"plan": machinePlanData(node)},
 		})
 	}
 	create(&longhornv1beta2.Setting{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.LonghornNamespace,
@@ -147,6 +148,12 @@ func (h *harness) driveToNodeUpgrading(plan string, nodes []string) *v1beta1.Upg
 	h.waitPhase(plan, v1beta1.PhaseClusterUpgrading)
 	h.finishJob(cluster.HarvesterNamespace, names.ClusterUpgradeJob(plan), true)
 	return h.waitPhase(plan, v1beta1.PhaseNodeUpgrading)
+}
+
+// machinePlanData is what Rancher keeps in a node's machine-plan Secret,
+// which the toolkit must never change.
+func machinePlanData(node string) []byte {
+	return []byte(`{"files":[{"path":"/etc/rancher/rke2/config.yaml.d/50-rancher.yaml","content":"bm9kZS1uYW1lOiA="}],"node":"` + node + `"}`)
 }
 
 // machinePlan returns a node's machine-plan Secret.

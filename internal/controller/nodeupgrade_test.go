@@ -136,6 +136,13 @@ func TestMultiNodeUpgradeToSucceeded(t *testing.T) {
 	}
 	h.waitEvent(p.Name, "UpgradeSucceeded: Upgrade completed successfully")
 	h.waitCleanedUp(p.Name)
+	// The manager caches the machine plans without their data; its hook
+	// acknowledgments must not have touched it.
+	for _, n := range nodes {
+		if got, want := string(h.machinePlan(n).Data["plan"]), string(machinePlanData(n)); got != want {
+			t.Errorf("Rancher's plan of %s is now %q, want %q kept", n, got, want)
+		}
+	}
 	p = h.get(p.Name)
 	for t2, want := range map[string]string{
 		v1beta1.ConditionAvailable: "False/Executed", v1beta1.ConditionProgressing: "False/Succeeded", v1beta1.ConditionDegraded: "False/ReconcileSuccess",

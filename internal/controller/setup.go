@@ -67,8 +67,8 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock) error {
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(planOfOwner)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: nodeChangeMatters})).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
-			builder.WithPredicates(predicate.NewPredicateFuncs(isMachinePlan), predicate.Funcs{UpdateFunc: drainRequestChanged})).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans), builder.OnlyMetadata,
+			builder.WithPredicates(predicate.NewPredicateFuncs(cluster.IsMachinePlan), predicate.Funcs{UpdateFunc: drainRequestChanged})).
 		Watches(&capiv1beta1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans)).
 		Complete(r); err != nil {
 		return err

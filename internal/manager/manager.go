@@ -162,6 +162,18 @@ func stripNode(obj any) (any, error) {
 	return obj, nil
 }
 
+// stripJob drops the pod template of a cached Job: the manager only
+// creates Jobs and reads their labels and status, and with four Jobs per
+// node (preload, pre-drain, post-drain, cleanup) the templates would be
+// most of what it caches on a large cluster.
+func stripJob(obj any) (any, error) {
+	if j, ok := obj.(*batchv1.Job); ok {
+		j.ManagedFields = nil
+		j.Spec.Template = corev1.PodTemplateSpec{}
+	}
+	return obj, nil
+}
+
 // What leader election needs: the Lease, and the events it records on it.
 //
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=harvester-system,resources=leases,verbs=get;create;update
@@ -211,6 +223,7 @@ func cacheOptions() cache.Options {
 	fleetLocal := in(cluster.FleetLocalNamespace)
 	jobs := in(cluster.HarvesterNamespace, cluster.CattleNamespace)
 	jobs.Label = byPlan
+	jobs.Transform = stripJob
 	pods := in(cluster.HarvesterNamespace)
 	pods.Label = byPlan
 	return cache.Options{
@@ -221,7 +234,8 @@ func cacheOptions() cache.Options {
 			&corev1.Node{}: {Transform: stripNode},
 			&batchv1.Job{}: jobs,
 			&corev1.Pod{}:  pods,
-			&corev1.Secret{}: {Namespaces: map[string]cache.Config{cluster.FleetLocalNamespace: {
+			// Metadata only: see cluster.MachinePlan.
+			cluster.MachinePlan(): {Namespaces: map[string]cache.Config{cluster.FleetLocalNamespace: {
 				FieldSelector: fields.OneTermEqualSelector("type", cluster.MachinePlanSecretType),
 			}}},
 			&corev1.ConfigMap{}:                     harvester,

@@ -202,19 +202,19 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 		obs.jobs[t][j.Labels[v1beta1.LabelNode]] = j
 	}
 
-	requests := map[string]*corev1.Secret{}
+	requests := map[string]client.Object{}
 	if !singleNode {
-		var secrets corev1.SecretList
-		if err := s.Client.List(ctx, &secrets, client.InNamespace(cluster.FleetLocalNamespace), client.UnsafeDisableDeepCopy); err != nil {
-			return nil, fmt.Errorf("listing Rancher's machine-plan Secrets: %w", err)
+		secrets, err := cluster.MachinePlans(ctx, s.Client)
+		if err != nil {
+			return nil, err
 		}
 		nodeOf, err := cluster.NodesOfMachines(ctx, s.Client)
 		if err != nil {
 			return nil, err
 		}
-		for i := range secrets.Items {
-			sec := &secrets.Items[i]
-			if sec.Type != cluster.MachinePlanSecretType {
+		for i := range secrets {
+			sec := &secrets[i]
+			if !cluster.IsMachinePlan(sec) {
 				continue
 			}
 			if sec.Annotations[cluster.AnnotationRancherPostDrain] != "" {
@@ -259,9 +259,10 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 
 // pending reports whether Rancher's hook request is set and not yet
 // acknowledged.
-func pending(sec *corev1.Secret, request, ack string) bool {
-	v := sec.Annotations[request]
-	return v != "" && v != sec.Annotations[ack]
+func pending(sec client.Object, request, ack string) bool {
+	a := sec.GetAnnotations()
+	v := a[request]
+	return v != "" && v != a[ack]
 }
 
 func nodeReady(n *corev1.Node) bool {

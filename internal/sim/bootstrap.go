@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/sha512"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -130,8 +131,33 @@ type nodePlan struct {
 	ProvisionGeneration int64  `json:"provisionGeneration"`
 }
 
+// storedPlan is a nodePlan as the Secret holds it: with the files Rancher's
+// system agent writes on the node, which make the simulated Secret as heavy
+// as a real plan (files, images and probes: many KiB per node), so that what
+// the manager caches of it shows in the benchmarks.
+type storedPlan struct {
+	nodePlan
+	Files []planFile `json:"files"`
+}
+
+// planFile is one file of a plan, base64-encoded as Rancher encodes it.
+type planFile struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+}
+
+// planFileSize is the size of the simulated RKE2 config file of a plan.
+const planFileSize = 16 << 10
+
 func (p nodePlan) encode() []byte {
-	b, _ := json.Marshal(p)
+	var config strings.Builder
+	for i := 0; config.Len() < planFileSize; i++ {
+		fmt.Fprintf(&config, "# kubernetes %s, setting %d\nnode-label+: [\"harvesterhci.io/setting-%d=true\"]\n", p.KubernetesVersion, i, i)
+	}
+	b, _ := json.Marshal(storedPlan{nodePlan: p, Files: []planFile{{
+		Path:    "/etc/rancher/rke2/config.yaml.d/50-rancher.yaml",
+		Content: base64.StdEncoding.EncodeToString([]byte(config.String())),
+	}}})
 	return b
 }
 
