@@ -123,14 +123,6 @@ const (
 	AnnotationUpgradeToolkitImage = Prefix + "upgrade-toolkit-image"
 )
 
-// UserAnnotations lists the annotations users may set on a plan.
-func UserAnnotations() []string {
-	return []string{
-		AnnotationSkipWebhook, AnnotationSkipSingleReplicaDetachedVol, AnnotationAllowDeletion,
-		AnnotationSkipGCThresholdCheck, AnnotationMinCertsExpirationInDay, AnnotationUpgradeToolkitImage,
-	}
-}
-
 // DefaultMinCertsExpirationInDay is the certificate validity the API server
 // must have left when no annotation says otherwise.
 const DefaultMinCertsExpirationInDay = 7

@@ -43,11 +43,6 @@ func (p *UpgradePlan) Condition(conditionType string) *metav1.Condition {
 	return meta.FindStatusCondition(p.Status.Conditions, conditionType)
 }
 
-// IsProgressing reports whether the Progressing condition is True.
-func (p *UpgradePlan) IsProgressing() bool {
-	return meta.IsStatusConditionTrue(p.Status.Conditions, ConditionProgressing)
-}
-
 // IsFinished reports whether the plan reached Succeeded or Failed.
 func (p *UpgradePlan) IsFinished() bool {
 	return p.Status.CurrentPhase.IsTerminal()

@@ -81,7 +81,7 @@ func recordOnly(ctx context.Context, d *helper.Detector, planName, node string) 
 	if err != nil {
 		return helper.NodeVMs{}, err
 	}
-	found, _, err := d.Record(ctx, plan, node)
+	found, err := d.Record(ctx, plan, node)
 	return found, err
 }
 

@@ -135,12 +135,11 @@ func SUCJobNode(labels map[string]string) string { return labels[LabelSUCNode] }
 // succeeded; its value is the plan's status.latestHash.
 func LabelSUCPlanNode(plan string) string { return "plan.upgrade.cattle.io/" + plan }
 
-// ISOImageOf returns the VirtualMachineImage of that name in
-// harvester-system, or nil when it cannot be read.
-func ISOImageOf(ctx context.Context, c client.Reader, name string) *harvesterv1beta1.VirtualMachineImage {
+// ISOImageOf reads the VirtualMachineImage of that name in harvester-system.
+func ISOImageOf(ctx context.Context, c client.Reader, name string) (*harvesterv1beta1.VirtualMachineImage, error) {
 	img := &harvesterv1beta1.VirtualMachineImage{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: HarvesterNamespace, Name: name}, img); err != nil {
-		return nil
+		return nil, fmt.Errorf("reading the ISO's VirtualMachineImage %s/%s: %w", HarvesterNamespace, name, err)
 	}
-	return img
+	return img, nil
 }

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -88,7 +87,7 @@ func RollNodes(ctx context.Context, c client.Client, version string, generation 
 func RestoreUpgradeStrategy(ctx context.Context, c client.Client, raw *runtime.RawExtension) error {
 	cl, err := LocalCluster(ctx, c)
 	if err != nil {
-		if absent(errors.Unwrap(err)) {
+		if absent(err) {
 			return nil
 		}
 		return err
@@ -140,7 +139,10 @@ func NodesOfMachines(ctx context.Context, c client.Reader) (map[string]string, e
 func NodeOfMachine(ctx context.Context, c client.Reader, machine string) (string, error) {
 	m := &capiv1beta1.Machine{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: FleetLocalNamespace, Name: machine}, m); err != nil {
-		return "", fmt.Errorf("reading Machine %s/%s: %w", FleetLocalNamespace, machine, client.IgnoreNotFound(err))
+		if absent(err) {
+			return "", nil // a deleted Machine has no node to drain
+		}
+		return "", fmt.Errorf("reading Machine %s/%s: %w", FleetLocalNamespace, machine, err)
 	}
 	if m.Status.NodeRef == nil {
 		return "", nil

@@ -43,7 +43,7 @@ func (u *Upgrade) upgradeClusterRepo(ctx context.Context, r *run) error {
 			return fmt.Errorf("setting the image of Deployment %s to %s: %w", key, image, err)
 		}
 	}
-	if err := u.waitDeployment(ctx, key); err != nil {
+	if err := u.waitDeployment(ctx, key, u.Timeouts.ClusterRepo); err != nil {
 		return err
 	}
 	return u.refreshChartIndex(ctx)

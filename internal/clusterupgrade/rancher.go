@@ -54,7 +54,7 @@ func (u *Upgrade) upgradeRancher(ctx context.Context, r *run) error {
 	}); err != nil {
 		return err
 	}
-	return u.waitDeployment(ctx, client.ObjectKey{Namespace: cluster.CattleNamespace, Name: cluster.RancherDeployment})
+	return u.waitDeployment(ctx, client.ObjectKey{Namespace: cluster.CattleNamespace, Name: cluster.RancherDeployment}, u.Timeouts.Rancher)
 }
 
 // HelmRancher upgrades Rancher as Harvester's upgrade does: the Rancher

@@ -3,6 +3,7 @@ package clusterupgrade
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,9 +39,9 @@ func DaemonSetRolledOut(ds *appsv1.DaemonSet) (bool, string) {
 
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get
 
-// waitDeployment waits until the Deployment rolled out.
-func (u *Upgrade) waitDeployment(ctx context.Context, key client.ObjectKey) error {
-	w := u.wait("Deployment "+key.String()+" to roll out", u.Timeouts.Rancher,
+// waitDeployment waits, at most timeout, until the Deployment rolled out.
+func (u *Upgrade) waitDeployment(ctx context.Context, key client.ObjectKey, timeout time.Duration) error {
+	w := u.wait("Deployment "+key.String()+" to roll out", timeout,
 		fmt.Sprintf("check its pods (kubectl -n %s describe deployment %s)", key.Namespace, key.Name))
 	return w.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		d := &appsv1.Deployment{}

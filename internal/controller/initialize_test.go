@@ -114,7 +114,7 @@ func TestInitializeFailures(t *testing.T) {
 			}
 			p := h.plan(tt.spec, tt.annotations...)
 			if tt.advance > 0 {
-				h.waitProgressing(p.Name, "giving up in")
+				h.waitProgressing(p.Name, "giving up at")
 				h.clock.Step(tt.advance)
 				// Nudge the plan: the deadline's requeue uses real time.
 				h.touch(p.Name)

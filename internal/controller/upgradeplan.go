@@ -256,6 +256,11 @@ func (r *PlanReconciler) finish(ctx context.Context, plan *v1beta1.UpgradePlan, 
 	}
 	res, err := phase.Cleanup(ctx, s)
 	r.setDegraded(s, err)
+	if err == nil && !res.Done {
+		// The plan's conditions stay as the upgrade ended; what holds the
+		// finalizer goes to the log.
+		s.Log.Info("cleanup waiting", "for", res.Waiting)
+	}
 	if err != nil || !res.Done {
 		return r.writeStatus(ctx, plan, s, ctrl.Result{RequeueAfter: res.RequeueAfter}, err)
 	}

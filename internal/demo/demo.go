@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"sort"
 	"strings"
 	"time"
@@ -63,14 +62,17 @@ func Run(ctx context.Context, o Options, show func(*v1beta1.UpgradePlan, time.Du
 	if len(o.Pause) > 0 {
 		go resumeAfter(ctx, run, plan.Name, o.ResumeAfter)
 	}
-	restarts := newRestarter(o, run)
+	restarts := run.NewRestarter(uint64(o.Seed), 300*time.Millisecond)
 	final, err := run.WaitFinished(ctx, plan.Name, func(p *v1beta1.UpgradePlan) {
-		restarts.observe(ctx, p)
+		if o.Restart {
+			restarts.Observe(p)
+		}
 		if show != nil {
 			show(p, time.Since(start))
 		}
 	})
-	res := &Result{Plan: final, Elapsed: time.Since(start), Restarts: run.Restarts - 1, Writes: run.Counter.Writes()}
+	err = errors.Join(err, restarts.Wait())
+	res := &Result{Plan: final, Elapsed: time.Since(start), Restarts: run.Restarts(), Writes: run.Counter.Writes()}
 	if err != nil {
 		return res, err
 	}
@@ -103,34 +105,6 @@ func resumeAfter(ctx context.Context, run *simrun.Run, plan string, d time.Durat
 	before := p.DeepCopy()
 	p.Spec.NodeUpgradeOption = nil
 	_ = run.Client.Patch(ctx, p, client.MergeFrom(before))
-}
-
-// restarter kills the manager once at a random moment of every phase.
-type restarter struct {
-	enabled bool
-	rnd     *rand.Rand
-	run     *simrun.Run
-	seen    map[v1beta1.UpgradePlanPhase]bool
-}
-
-func newRestarter(o Options, run *simrun.Run) *restarter {
-	return &restarter{enabled: o.Restart, rnd: rand.New(rand.NewPCG(uint64(o.Seed), 1)), run: run, seen: map[v1beta1.UpgradePlanPhase]bool{}}
-}
-
-func (r *restarter) observe(ctx context.Context, p *v1beta1.UpgradePlan) {
-	ph := p.Status.CurrentPhase
-	if !r.enabled || ph == "" || ph.IsTerminal() || r.seen[ph] {
-		return
-	}
-	r.seen[ph] = true
-	delay := time.Duration(r.rnd.IntN(300)) * time.Millisecond
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-time.After(delay):
-			_ = r.run.RestartManager()
-		}
-	}()
 }
 
 // Frame renders the plan's state for the live view.

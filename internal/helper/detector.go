@@ -102,29 +102,28 @@ func (d *Detector) Detect(ctx context.Context, node string) (NodeVMs, error) {
 
 // ShutdownResult is what a shutdown did.
 type ShutdownResult struct {
-	Found            NodeVMs
-	Stopped, Failed  []string
-	ConfigMapCreated bool
+	Found           NodeVMs
+	Stopped, Failed []string
 }
 
 // Record adds the node's non-migratable VMs to the plan's restore list and
 // records RestoreVMConfigMapCreated (or RestoreVMConfigMapFailed) on the
 // plan.
-func (d *Detector) Record(ctx context.Context, plan *v1beta1.UpgradePlan, node string) (found NodeVMs, created bool, err error) {
+func (d *Detector) Record(ctx context.Context, plan *v1beta1.UpgradePlan, node string) (found NodeVMs, err error) {
 	if found, err = d.Detect(ctx, node); err != nil {
-		return found, false, err
+		return found, err
 	}
 	cmName := cluster.HarvesterNamespace + "/" + names.RestoreVMConfigMap(plan.Name)
-	created, err = RecordVMs(ctx, d.Client, plan, node, found.VMs())
+	created, err := RecordVMs(ctx, d.Client, plan, node, found.VMs())
 	if err != nil {
 		d.Events.Event(ctx, plan, corev1.EventTypeWarning, v1beta1.EventRestoreVMConfigMapFailed,
 			"Failed to record the VMs of node %s in ConfigMap %s, so none was shut down: %v", node, cmName, err)
-		return found, false, err
+		return found, err
 	}
 	if created {
 		d.Events.Event(ctx, plan, corev1.EventTypeNormal, v1beta1.EventRestoreVMConfigMapCreated, "ConfigMap %s created", cmName)
 	}
-	return found, created, nil
+	return found, nil
 }
 
 // Shutdown records the node's non-migratable VMs in the plan's restore list,
@@ -139,7 +138,7 @@ func (d *Detector) Shutdown(ctx context.Context, planName, node string) (Shutdow
 		return ShutdownResult{}, err
 	}
 	var res ShutdownResult
-	if res.Found, res.ConfigMapCreated, err = d.Record(ctx, plan, node); err != nil {
+	if res.Found, err = d.Record(ctx, plan, node); err != nil {
 		return res, err
 	}
 	var failures []string

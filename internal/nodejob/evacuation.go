@@ -114,8 +114,11 @@ func (j *Job) handleMigrations(ctx context.Context, s *state, vmi *kubevirtv1.Vi
 			continue
 		}
 		reason, err := failedMigrationEvent(ctx, j.Client, m)
-		if err != nil || reason == "" {
+		if err != nil {
 			return "", err
+		}
+		if reason == "" {
+			continue // not KubeVirt's evacuation failure; another migration may be
 		}
 		if err := j.stopAfterFailedMigration(ctx, s, vmi, m.Name, reason); err != nil {
 			return "", err

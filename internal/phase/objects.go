@@ -72,11 +72,14 @@ func (s *Scope) boundedWait(limit time.Duration, waiting, failure string) Result
 	if !ok {
 		entered = s.Now()
 	}
-	left := entered.Add(limit).Sub(s.Clock.Now())
+	deadline := entered.Add(limit)
+	left := deadline.Sub(s.Clock.Now())
 	if left <= 0 {
 		return Fail("%s (gave up after %s)", failure, limit)
 	}
-	return Wait("%s (giving up in %s)", waiting, left.Round(time.Second)).After(min(left, 30*time.Second))
+	// The deadline, not a countdown: a message that changes on every pass
+	// would be a status write on every pass.
+	return Wait("%s (giving up at %s, %s after the phase began)", waiting, deadline.UTC().Format(time.RFC3339), limit).After(min(left, 30*time.Second))
 }
 
 // specHashAnnotation records, on an object the plan manages, a hash of the

@@ -40,12 +40,16 @@ func (RepoCreate) Run(ctx context.Context, s *Scope) (Result, error) {
 		return Fail("no managed node can run the upgrade repo: every node is a witness node"), nil
 	}
 	replicas = min(replicas, 2)
+	checksum, err := isoChecksum(ctx, s)
+	if err != nil {
+		return Result{}, err
+	}
 
 	spec := repo.Spec{
 		Plan:        p,
 		Image:       s.Config.ToolkitImage(p),
 		ISOPVCName:  ptr.Deref(p.Status.ISOImageID, names.ISOImage(p.Name)),
-		ISOChecksum: isoChecksum(ctx, s),
+		ISOChecksum: checksum,
 		Replicas:    replicas,
 	}
 	want := repo.Deployment(spec)
@@ -83,19 +87,20 @@ func (RepoCreate) Run(ctx context.Context, s *Scope) (Result, error) {
 }
 
 // isoChecksum is the SHA-512 the ISO must have: the Version's, or the one
-// the user gave their image.
-func isoChecksum(ctx context.Context, s *Scope) string {
+// the user gave their image. A failed read is an error, not an empty
+// checksum, which would turn the verification off.
+func isoChecksum(ctx context.Context, s *Scope) (string, error) {
 	if v := s.Plan.Status.Version; v != nil {
-		return v.ISOChecksum
+		return v.ISOChecksum, nil
 	}
 	if s.Plan.Spec.Image == nil {
-		return ""
+		return "", nil
 	}
-	img := cluster.ISOImageOf(ctx, s.Client, *s.Plan.Spec.Image)
-	if img == nil {
-		return ""
+	img, err := cluster.ISOImageOf(ctx, s.Client, *s.Plan.Spec.Image)
+	if err != nil {
+		return "", err
 	}
-	return img.Spec.Checksum
+	return img.Spec.Checksum, nil
 }
 
 // repoFailure returns why the repo can never serve (a corrupt or truncated

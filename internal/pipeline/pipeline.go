@@ -84,23 +84,6 @@ func Next(p v1beta1.UpgradePlanPhase) (v1beta1.UpgradePlanPhase, bool) {
 	}
 }
 
-// CanMove reports whether a plan may move from one phase to another: one step
-// forward along the pipeline, or to Failed from any phase that is not
-// terminal. Staying in place is allowed.
-func CanMove(from, to v1beta1.UpgradePlanPhase) bool {
-	if from == to {
-		return true
-	}
-	if from.IsTerminal() {
-		return false
-	}
-	if to == v1beta1.PhaseFailed {
-		return true
-	}
-	next, ok := Next(from)
-	return ok && next == to
-}
-
 // SetPhase moves the status to a phase and records the transition in the
 // history, one entry per phase change. It reports whether anything changed.
 func SetPhase(st *v1beta1.UpgradePlanStatus, p v1beta1.UpgradePlanPhase, now time.Time) bool {

@@ -69,32 +69,6 @@ func TestLocateAndStepOf(t *testing.T) {
 	}
 }
 
-func TestCanMove(t *testing.T) {
-	tests := []struct {
-		from, to v1beta1.UpgradePlanPhase
-		want     bool
-	}{
-		{"", v1beta1.PhaseInitializing, true},
-		{"", v1beta1.PhaseFailed, true},
-		{"", v1beta1.PhaseISODownloading, false},
-		{v1beta1.PhaseInitializing, v1beta1.PhaseInitialized, true},
-		{v1beta1.PhaseInitialized, v1beta1.PhaseISODownloading, true},
-		{v1beta1.PhaseInitialized, v1beta1.PhaseRepoCreating, false},
-		{v1beta1.PhaseISODownloading, v1beta1.PhaseInitializing, false},
-		{v1beta1.PhaseNodeUpgrading, v1beta1.PhaseFailed, true},
-		{v1beta1.PhaseCleanedUp, v1beta1.PhaseSucceeded, true},
-		{v1beta1.PhaseNodeUpgraded, v1beta1.PhaseSucceeded, false},
-		{v1beta1.PhaseSucceeded, v1beta1.PhaseFailed, false},
-		{v1beta1.PhaseFailed, v1beta1.PhaseInitializing, false},
-		{v1beta1.PhaseRepoCreating, v1beta1.PhaseRepoCreating, true},
-	}
-	for _, tt := range tests {
-		if got := CanMove(tt.from, tt.to); got != tt.want {
-			t.Errorf("CanMove(%q, %q) = %v, want %v", tt.from, tt.to, got, tt.want)
-		}
-	}
-}
-
 func TestSetPhaseRecordsOneEntryPerChange(t *testing.T) {
 	st := &v1beta1.UpgradePlanStatus{}
 	t0 := time.Date(2026, 3, 13, 3, 57, 9, 0, time.UTC)

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"slices"
+	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -38,16 +39,6 @@ func SlotHolder(plans []v1beta1.UpgradePlan) *v1beta1.UpgradePlan {
 		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
 			return c
 		}
-		return compareStrings(a.Name, b.Name)
+		return strings.Compare(a.Name, b.Name)
 	})
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"fmt"
+	"slices"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -15,6 +16,7 @@ import (
 // upgrade fixed). Names added to pauseNodes must be managed nodes; changed
 // annotation values are validated as on create. What was there before is
 // never judged again, so an update of the plan's metadata cannot fail on it.
+// managedNodeNames may be nil when UpdateNeedsNodes is false.
 func AdmitUpdate(before, after *v1beta1.UpgradePlan, managedNodeNames []string) AdmissionResult {
 	r := admitAnnotations(before.Annotations, after.Annotations)
 	r.add(admissionForceWarning(before, after))
@@ -40,4 +42,14 @@ func AdmitUpdate(before, after *v1beta1.UpgradePlan, managedNodeNames []string) 
 		}
 	}
 	return r
+}
+
+// UpdateNeedsNodes reports whether AdmitUpdate needs the managed nodes: only
+// when the update adds a name to pauseNodes of a plan still running. Other
+// updates, the manager's finalizer writes among them, are admitted without
+// a read of every Node, and cannot be refused because that read failed.
+func UpdateNeedsNodes(before, after *v1beta1.UpgradePlan) bool {
+	return !after.IsFinished() && slices.ContainsFunc(after.PauseNodes(), func(n string) bool {
+		return !slices.Contains(before.PauseNodes(), n)
+	})
 }

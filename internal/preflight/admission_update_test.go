@@ -103,3 +103,38 @@ func TestAdmitUpdate(t *testing.T) {
 		})
 	}
 }
+
+// An update reads the managed nodes only when it could add an unknown
+// pauseNodes entry; AdmitUpdate then reaches the same verdicts without them.
+func TestUpdateNeedsNodes(t *testing.T) {
+	pause := func(names ...string) *v1beta1.UpgradePlan {
+		p := &v1beta1.UpgradePlan{}
+		p.Status.CurrentPhase = v1beta1.PhaseNodeUpgrading
+		if names != nil {
+			p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{PauseNodes: names}
+		}
+		return p
+	}
+	finished := pause("n1", "n2")
+	finished.Status.CurrentPhase = v1beta1.PhaseSucceeded
+	for _, tc := range []struct {
+		name          string
+		before, after *v1beta1.UpgradePlan
+		want          bool
+	}{
+		{"finalizer or annotation change", pause("n1"), pause("n1"), false},
+		{"a node resumed", pause("n1", "n2"), pause("n1"), false},
+		{"a node added", pause("n1"), pause("n1", "n2"), true},
+		{"first pause", pause(), pause("n1"), true},
+		{"a finished plan", pause("n1"), finished, false},
+	} {
+		if got := UpdateNeedsNodes(tc.before, tc.after); got != tc.want {
+			t.Errorf("%s: UpdateNeedsNodes = %v, want %v", tc.name, got, tc.want)
+		}
+		if !tc.want {
+			if r := AdmitUpdate(tc.before, tc.after, nil); len(r.Errors) != 0 {
+				t.Errorf("%s: without the nodes AdmitUpdate refuses: %v", tc.name, r.Errors)
+			}
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 )
 
 // ServedCert is a certificate the API server presented at an address.
@@ -32,6 +34,6 @@ func CertExpiry(certs []ServedCert, now time.Time, minValidity time.Duration) st
 		when = fmt.Sprintf("expired %.1f days ago", math.Abs(left.Hours()/24))
 	}
 	return fmt.Sprintf(
-		"the API server certificate %q served at %s %s (at %s), less than the required %.0f days: rotate the RKE2 certificates before upgrading, or lower the annotation management.harvesterhci.io/min-certs-expiration-in-day",
-		earliest.Cert.Subject.CommonName, earliest.Address, when, earliest.Cert.NotAfter.UTC().Format(time.RFC3339), minValidity.Hours()/24)
+		"the API server certificate %q served at %s %s (at %s), less than the required %.0f days: rotate the RKE2 certificates before upgrading, or lower the annotation %s",
+		earliest.Cert.Subject.CommonName, earliest.Address, when, earliest.Cert.NotAfter.UTC().Format(time.RFC3339), minValidity.Hours()/24, v1beta1.AnnotationMinCertsExpirationInDay)
 }

@@ -2,6 +2,8 @@ package preflight
 
 import (
 	"fmt"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 )
 
 // NewImagesSize is how much disk the new release's container images take
@@ -38,9 +40,9 @@ func DiskSpace(disks []NodeDisk, newImages uint64) []string {
 		projected := float64(d.UsedBytes+newImages) / float64(d.CapacityBytes) * 100
 		if projected > float64(d.ImageGCHighThresholdPercent) {
 			problems = append(problems, fmt.Sprintf(
-				"node %q will reach %.2f%% of its %s (%s used of %s, plus %s of new images), above the kubelet image garbage collection threshold of %d%%: free at least %s on the node, or set the annotation management.harvesterhci.io/skip-garbage-collection-threshold-check: \"true\" to skip this check",
+				"node %q will reach %.2f%% of its %s (%s used of %s, plus %s of new images), above the kubelet image garbage collection threshold of %d%%: free at least %s on the node, or set the annotation %s: \"true\" to skip this check",
 				d.Node, projected, d.Filesystem, gib(d.UsedBytes), gib(d.CapacityBytes), gib(newImages), d.ImageGCHighThresholdPercent,
-				gib(d.UsedBytes+newImages-uint64(float64(d.CapacityBytes)*float64(d.ImageGCHighThresholdPercent)/100))))
+				gib(d.UsedBytes+newImages-uint64(float64(d.CapacityBytes)*float64(d.ImageGCHighThresholdPercent)/100)), v1beta1.AnnotationSkipGCThresholdCheck))
 		}
 	}
 	return problems

@@ -80,10 +80,6 @@ type Client struct {
 // ClientOption configures a Client.
 type ClientOption func(*Client)
 
-// WithHTTPClient sets the HTTP client (default: a new http.Client on the
-// default transport).
-func WithHTTPClient(hc *http.Client) ClientOption { return func(c *Client) { c.http = hc } }
-
 // WithRequestTimeout sets the timeout of one attempt (default
 // DefaultRequestTimeout).
 func WithRequestTimeout(d time.Duration) ClientOption { return func(c *Client) { c.timeout = d } }

@@ -24,8 +24,10 @@
 // reads that back from the Pod's status for the RepoCreate phase.
 package repo
 
+import "github.com/harvester/upgrade-toolkit/internal/release"
+
 // PathPrefix is the URL path under which the ISO's content is served.
-const PathPrefix = "/harvester-iso/"
+const PathPrefix = release.RepoRoot
 
 // Health and readiness endpoints.
 const (

@@ -64,9 +64,6 @@ func NewServer(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Handler is the server's HTTP handler.
-func (s *Server) Handler() *Handler { return s.handler }
-
 // Run serves HTTP on ln until ctx is done. Meanwhile it opens the ISO and
 // verifies its checksum, and becomes ready when both succeed. A terminal
 // failure is written to the termination log and returned as a *Failure

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -205,15 +204,6 @@ func (s *Sim) Informers() cache.Informers { return s.mgr.GetCache() }
 // release.RepoRoot). The repo answers 503 until the Service has a ready
 // endpoint.
 func (s *Sim) RepoURL(namespace, service string) string { return s.repo.baseURL(namespace, service) }
-
-// KubeletIP returns the address the kubelets listen on, or nil without
-// kubelets.
-func (s *Sim) KubeletIP() net.IP {
-	if s.kubelets == nil {
-		return nil
-	}
-	return s.kubelets.ip
-}
 
 // mutate re-reads obj from the API server, applies change and, when change
 // reports a difference, writes obj (its status when status is true),

@@ -42,8 +42,7 @@ type Run struct {
 	mu       sync.Mutex
 	stop     context.CancelFunc
 	done     chan error
-	// Restarts counts how often the manager was started.
-	Restarts int
+	starts   int
 }
 
 // Start starts the control plane, builds the simulated cluster on it, and
@@ -92,8 +91,16 @@ func (r *Run) StartManager() error {
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	r.stop, r.done = cancel, done
-	r.Restarts++
+	r.starts++
 	return nil
+}
+
+// Restarts counts how often the manager was started again after the first
+// start.
+func (r *Run) Restarts() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return max(r.starts-1, 0)
 }
 
 // StopManager stops the toolkit's manager, as a crash would: whatever it

@@ -129,9 +129,11 @@ func (v *planValidator) ValidateUpdate(ctx context.Context, oldObj, newObj runti
 	if err != nil {
 		return nil, err
 	}
-	nodes, err := preflight.AdmissionManagedNodeNames(ctx, v.reader)
-	if err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("reading the managed nodes to check pauseNodes: %w; retry", err))
+	var nodes []string
+	if preflight.UpdateNeedsNodes(before, after) {
+		if nodes, err = preflight.AdmissionManagedNodeNames(ctx, v.reader); err != nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("reading the managed nodes to check pauseNodes: %w; retry", err))
+		}
 	}
 	return verdict(after, preflight.AdmitUpdate(before, after, nodes))
 }

@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -129,27 +128,18 @@ func (sc scenario) run(t *testing.T) *v1beta1.UpgradePlan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rnd *rand.Rand
-	if sc.restarts {
-		rnd = rand.New(rand.NewPCG(seed(t), 2))
-	}
-	restarted := map[v1beta1.UpgradePlanPhase]bool{}
+	restarts := run.NewRestarter(seed(t), 200*time.Millisecond)
 	final, err := run.WaitFinished(ctx, plan.Name, func(p *v1beta1.UpgradePlan) {
 		if sc.during != nil {
 			sc.during(t, ctx, run, p)
 		}
-		ph := p.Status.CurrentPhase
-		if sc.restarts && ph != "" && !ph.IsTerminal() && !restarted[ph] {
-			restarted[ph] = true
-			delay := time.Duration(rnd.IntN(200)) * time.Millisecond
-			go func() {
-				time.Sleep(delay)
-				if err := run.RestartManager(); err != nil {
-					t.Errorf("restarting the manager: %v", err)
-				}
-			}()
+		if sc.restarts {
+			restarts.Observe(p)
 		}
 	})
+	if err := restarts.Wait(); err != nil {
+		t.Errorf("restarting the manager: %v", err)
+	}
 	if err != nil {
 		t.Fatalf("%v\nlast state: %+v", err, final)
 	}
@@ -173,7 +163,7 @@ func (sc scenario) run(t *testing.T) *v1beta1.UpgradePlan {
 		t.Errorf("settings not restored:\nbefore %+v\nafter  %+v", before, after)
 	}
 	if sc.restarts {
-		t.Logf("the manager was restarted %d times", run.Restarts-1)
+		t.Logf("the manager was restarted %d times", run.Restarts())
 	}
 	return final
 }
