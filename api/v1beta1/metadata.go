@@ -9,7 +9,9 @@ const (
 	// slot and works; its reason is the current phase and its message says
 	// what it waits for.
 	ConditionProgressing = "Progressing"
-	// ConditionDegraded is True when the last reconcile failed.
+	// ConditionDegraded is True when the last reconcile failed, or when a
+	// step reported success but the cluster has not shown its effect for a
+	// while (reason VerificationPending; the message says what is missing).
 	ConditionDegraded = "Degraded"
 )
 
@@ -23,9 +25,30 @@ const (
 	ReasonReconcileError           = "ReconcileError"
 	ReasonSucceeded                = "Succeeded"
 	ReasonFailed                   = "Failed"
+	// ReasonVerificationPending is the Degraded reason while a step's work
+	// reported success but the cluster does not show its effect yet.
+	ReasonVerificationPending = "VerificationPending"
 	// ReasonAdministrativelyPaused is the node status reason of a node held
 	// by spec.nodeUpgradeOption.pauseNodes.
 	ReasonAdministrativelyPaused = "AdministrativelyPaused"
+)
+
+// Node status reasons of a node whose upgrade failed without its Job failing.
+const (
+	// ReasonFallbackBoot: the node came back from its reboot on an OS image
+	// other than the release's.
+	ReasonFallbackBoot = "FallbackBoot"
+	// ReasonRebootTimeout: the node did not come back, Ready on the
+	// release's OS, before the reboot deadline.
+	ReasonRebootTimeout = "RebootTimeout"
+	// ReasonRancherPlanNotApplied: Rancher did not upgrade RKE2 on the node
+	// before the deadline.
+	ReasonRancherPlanNotApplied = "RancherPlanNotApplied"
+	// ReasonKubeletVersionMismatch: the node's kubelet does not run the
+	// release's Kubernetes version although Rancher applied its plan.
+	ReasonKubeletVersionMismatch = "KubeletVersionMismatch"
+	// ReasonWrongNode: a node's Job ran on another node.
+	ReasonWrongNode = "WrongNode"
 )
 
 // Event reasons.
@@ -39,6 +62,8 @@ const (
 	EventImagePreloadSkipped       = "ImagePreloadSkipped"
 	EventImageCleanupSkipped       = "ImageCleanupSkipped"
 	EventNodeRebootVerified        = "NodeRebootVerified"
+	EventVerificationPending       = "VerificationPending"
+	EventVerified                  = "Verified"
 	EventRestoreVMConfigMapCreated = "RestoreVMConfigMapCreated"
 	EventRestoreVMConfigMapFailed  = "RestoreVMConfigMapFailed"
 	EventVMShutdownCompleted       = "VMShutdownCompleted"

@@ -167,6 +167,55 @@ type UpgradePlanStatus struct {
 	// they are restored exactly once when the plan ends.
 	// +optional
 	SavedSettings *SavedSettings `json:"savedSettings,omitempty"`
+
+	// Checks are what the plan observed in the cluster before it called a
+	// step done: a Job exiting 0 is not enough. The ClusterUpgrade checks run
+	// once the cluster-upgrade Job succeeded; the Final checks run before the
+	// plan may become Succeeded, so a Succeeded plan lists every Final check
+	// as Passed. Each check names the object, the value expected and the
+	// value seen.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Checks []Check `json:"checks,omitempty"`
+}
+
+// CheckResult is the outcome of one verification check.
+//
+// +kubebuilder:validation:Enum=Passed;Pending;Failed;Warning
+type CheckResult string
+
+// The check results.
+const (
+	// CheckPassed: the cluster shows the expected state.
+	CheckPassed CheckResult = "Passed"
+	// CheckPending: not yet; the plan waits for it until the check's
+	// deadline, then fails.
+	CheckPending CheckResult = "Pending"
+	// CheckFailed: the expected state will not come by itself; the plan
+	// failed on it.
+	CheckFailed CheckResult = "Failed"
+	// CheckWarning: something the operator should look at that does not hold
+	// up the upgrade (e.g. an add-on that is not deployed again).
+	CheckWarning CheckResult = "Warning"
+)
+
+// Check is one verification of the cluster's real state.
+type Check struct {
+	// Name is <step>/<check>, e.g. ClusterUpgrade/HarvesterVersion or
+	// Final/NodesUpgraded.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Name string `json:"name"`
+	// Result is Passed, Pending, Failed or Warning.
+	Result CheckResult `json:"result"`
+	// Message names what was checked, the value expected and the value seen.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Message string `json:"message,omitempty"`
+	// LastTransitionTime is when the result last changed.
+	LastTransitionTime metav1.Time `json:"lastTransitionTime"`
 }
 
 // PhaseTransitionTimestamp records when a phase was entered.
@@ -193,6 +242,18 @@ type NodeUpgradeStatus struct {
 	// LastTransitionTime is when the node entered this state.
 	// +optional
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+	// PreviousBootID is the node's boot ID (status.nodeInfo.bootID) when its
+	// OS upgrade began: recorded as the node entered PostDraining or
+	// SingleNodeUpgrading, before the Job that reboots it started. A node
+	// counts as rebooted only once it reports another one.
+	// +optional
+	PreviousBootID string `json:"previousBootID,omitempty"`
+	// PreviousOSImage is the OS image the node reported when its OS upgrade
+	// began. A node that comes back from its reboot on an image other than
+	// the release's (the bootloader's fallback entry after a failed install)
+	// fails at once.
+	// +optional
+	PreviousOSImage string `json:"previousOSImage,omitempty"`
 }
 
 // ReleaseMetadata is the part of the release's harvester-release.yaml that

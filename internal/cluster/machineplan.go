@@ -2,11 +2,19 @@ package cluster
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 )
 
 // The manager sees Rancher's machine-plan Secrets as metadata only: it reads
@@ -43,4 +51,136 @@ func MachinePlans(ctx context.Context, c client.Reader, opts ...client.ListOptio
 // machine plan: it names its Machine.
 func IsMachinePlan(obj client.Object) bool {
 	return obj.GetNamespace() == FleetLocalNamespace && obj.GetLabels()[LabelMachineName] != ""
+}
+
+// Data keys of a machine-plan Secret: Rancher's planner writes the plan,
+// the node's rancher-system-agent reports how applying it went (the
+// checksums are the SHA-256 of the plan, see PlanChecksum), and Rancher
+// copies an applied plan to AppliedPlanKey.
+const (
+	MachinePlanKey     = "plan"
+	AppliedPlanKey     = "appliedPlan"
+	AppliedChecksumKey = "applied-checksum"
+	failedChecksumKey  = "failed-checksum"
+	failureCountKey    = "failure-count"
+	ProbeStatusesKey   = "probe-statuses"
+)
+
+// PlanChecksum is the checksum the agent reports of a plan it applied.
+func PlanChecksum(plan []byte) string {
+	sum := sha256.Sum256(plan)
+	return hex.EncodeToString(sum[:])
+}
+
+// PlanProgress is how far a node's rancher-system-agent is with Rancher's
+// current plan for it.
+type PlanProgress struct {
+	// Applied: the agent applied the current plan (applied-checksum is the
+	// plan's SHA-256).
+	Applied bool
+	// Failed: applying the current plan failed (failed-checksum), FailureCount
+	// times so far.
+	Failed       bool
+	FailureCount string
+	// UnhealthyProbes are the plan's probes (e.g. kubelet) that fail.
+	UnhealthyProbes []string
+}
+
+// ReadPlanProgress reads a machine-plan Secret whole, its data included,
+// from r (the API server: the manager's cache holds its metadata only) and
+// says how far the agent is with the plan.
+func ReadPlanProgress(ctx context.Context, r client.Reader, name string) (PlanProgress, error) {
+	sec := &corev1.Secret{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: FleetLocalNamespace, Name: name}, sec); err != nil {
+		return PlanProgress{}, fmt.Errorf("reading machine-plan Secret %s/%s: %w", FleetLocalNamespace, name, err)
+	}
+	return planProgress(sec.Data), nil
+}
+
+func planProgress(data map[string][]byte) PlanProgress {
+	plan := PlanChecksum(data[MachinePlanKey])
+	p := PlanProgress{
+		Applied:      string(data[AppliedChecksumKey]) == plan,
+		Failed:       string(data[failedChecksumKey]) == plan,
+		FailureCount: string(data[failureCountKey]),
+	}
+	var probes map[string]struct {
+		Healthy bool `json:"healthy"`
+	}
+	if json.Unmarshal(data[ProbeStatusesKey], &probes) == nil {
+		for name, st := range probes {
+			if !st.Healthy {
+				p.UnhealthyProbes = append(p.UnhealthyProbes, name)
+			}
+		}
+		sort.Strings(p.UnhealthyProbes)
+	}
+	return p
+}
+
+// String says how far the agent is, for messages.
+func (p PlanProgress) String() string {
+	switch {
+	case p.Failed:
+		s := "applying the plan failed"
+		if p.FailureCount != "" {
+			s += " (" + p.FailureCount + " times)"
+		}
+		return s
+	case !p.Applied:
+		return "plan not applied yet"
+	case len(p.UnhealthyProbes) > 0:
+		return "plan applied, waiting for probes: " + strings.Join(p.UnhealthyProbes, ", ")
+	}
+	return "plan applied"
+}
+
+// DescribeMachine says what Rancher reports of a machine while it rolls it:
+// how far the drain went (from the plan Secret's annotations), how far the
+// agent is with the plan, the machine's conditions that are not True, and
+// what the provisioning Cluster's conditions say about the machine.
+func DescribeMachine(m *capiv1beta1.Machine, planSecret client.Object, progress *PlanProgress, cl *provisioningv1.Cluster) string {
+	var parts []string
+	name := planSecret.GetLabels()[LabelMachineName]
+	a := planSecret.GetAnnotations()
+	switch opts := a[AnnotationRancherDrainOptions]; {
+	case a[AnnotationRancherDrainError] != "":
+		parts = append(parts, "drain error: "+a[AnnotationRancherDrainError])
+	case opts != "" && a[AnnotationRancherDrainDone] == opts:
+		parts = append(parts, "drained")
+	case a[AnnotationRancherPreDrain] != "" && a[AnnotationRancherPreDrain] == opts:
+		parts = append(parts, "draining")
+	}
+	if progress != nil {
+		parts = append(parts, progress.String())
+	}
+	if m != nil {
+		for _, c := range m.Status.Conditions {
+			if c.Status != "True" && c.Status != "" {
+				parts = append(parts, conditionText("Machine "+c.Type, c.Status, c.Reason, c.Message))
+			}
+		}
+	}
+	if cl != nil {
+		seen := map[string]bool{}
+		for _, c := range cl.Status.Conditions {
+			// Rancher repeats one message in several conditions: say it once.
+			if c.Status != "True" && name != "" && strings.Contains(c.Message, name) && !seen[c.Message] {
+				seen[c.Message] = true
+				parts = append(parts, conditionText("cluster "+c.Type, c.Status, c.Reason, c.Message))
+			}
+		}
+	}
+	return fmt.Sprintf("machine %s: %s", name, strings.Join(parts, "; "))
+}
+
+func conditionText(what, status, reason, message string) string {
+	s := what + "=" + status
+	if reason != "" {
+		s += " (" + reason + ")"
+	}
+	if message != "" {
+		s += ": " + message
+	}
+	return s
 }

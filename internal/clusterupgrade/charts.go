@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
-	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
 )
 
@@ -103,21 +102,6 @@ func (u *Upgrade) resumeCharts(ctx context.Context, r *run) error {
 	return nil
 }
 
-// ChartDeployed judges whether Fleet deployed a ManagedChart at version:
-// the spec says so, Fleet observed the latest generation and reports Ready.
-func ChartDeployed(mc *managementv3.ManagedChart, version string) (bool, string) {
-	ready := common.FindCondition(mc.Status.Conditions, cluster.ConditionReady)
-	status := fmt.Sprintf("version %s, generation %d, observed %d", mc.Spec.Version, mc.Generation, mc.Status.ObservedGeneration)
-	if ready != nil {
-		status += ", Ready=" + ready.Status
-		if ready.Message != "" {
-			status += " (" + ready.Message + ")"
-		}
-	}
-	return mc.Spec.Version == version && !mc.Spec.Paused && mc.Status.ObservedGeneration >= mc.Generation &&
-		ready != nil && ready.Status == "True", status
-}
-
 // waitChart waits until Fleet deployed the chart at version.
 func (u *Upgrade) waitChart(ctx context.Context, name, version string) error {
 	w := u.wait(fmt.Sprintf("Fleet to deploy ManagedChart %s/%s %s", cluster.FleetLocalNamespace, name, version), u.Timeouts.Charts,
@@ -127,7 +111,7 @@ func (u *Upgrade) waitChart(ctx context.Context, name, version string) error {
 		if err != nil || !found {
 			return false, "the ManagedChart does not exist", err
 		}
-		ok, status := ChartDeployed(mc, version)
+		ok, status := cluster.ChartDeployed(mc, version)
 		return ok, status, nil
 	})
 }

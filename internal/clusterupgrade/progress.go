@@ -112,3 +112,9 @@ func (p *progress) markPaused(ctx context.Context, chart string) error {
 	}
 	return nil
 }
+
+// PausedCharts returns the ManagedCharts a cluster upgrade paused, from its
+// progress ConfigMap: the manager checks that each was resumed.
+func PausedCharts(cm *corev1.ConfigMap) []string {
+	return (&progress{cm: cm}).paused()
+}

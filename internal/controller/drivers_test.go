@@ -16,6 +16,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
@@ -23,6 +24,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
+	"k8s.io/apimachinery/pkg/util/uuid"
 )
 
 // harvester creates a Harvester cluster of n nodes with what the node
@@ -60,8 +62,57 @@ func (h *harness) harvester(n int) []string {
 	create(&kubevirtv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: cluster.KubeVirtName},
 		Spec: kubevirtv1.KubeVirtSpec{WorkloadUpdateStrategy: kubevirtv1.KubeVirtWorkloadUpdateStrategy{WorkloadUpdateMethods: []string{"LiveMigrate"}}}})
 	create(&managementv3.ManagedChart{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: cluster.HarvesterManagedChart},
-		Spec: managementv3.ManagedChartSpec{Chart: "harvester"}})
+		Spec: managementv3.ManagedChartSpec{Chart: "harvester", Version: "1.7.1"}})
+	h.chartDeployed(cluster.HarvesterManagedChart)
+	create(&managementv3.Setting{ObjectMeta: metav1.ObjectMeta{Name: cluster.RancherServerVersionSetting}, Value: "v2.13.1"})
 	return nodes
+}
+
+// chartDeployed plays Fleet deploying a ManagedChart's current spec.
+func (h *harness) chartDeployed(name string) {
+	h.t.Helper()
+	mc := &managementv3.ManagedChart{}
+	h.must(h.c.Get(h.ctx(), client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: name}, mc))
+	mc.Status = managementv3.ManagedChartStatus{ObservedGeneration: mc.Generation, Conditions: []common.Condition{{Type: "Ready", Status: "True"}}}
+	h.must(h.c.Status().Update(h.ctx(), mc))
+}
+
+// clusterUpgraded plays the cluster-upgrade Job and what it changes: the
+// harvester chart at the release's version deployed by Fleet, Harvester and
+// Rancher reporting the release's versions; then the Job succeeds.
+func (h *harness) clusterUpgraded(plan string) {
+	h.t.Helper()
+	// The Job exists once the plan has done its own changes to the chart.
+	h.waitObject(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.ClusterUpgradeJob(plan)}, &batchv1.Job{})
+	rel := h.repo.Release
+	h.upgradeHarvesterChart()
+	h.chartDeployed(cluster.HarvesterManagedChart)
+	h.setSetting(&harvesterv1beta1.Setting{}, cluster.ServerVersionSetting, rel.Harvester)
+	h.setSetting(&managementv3.Setting{}, cluster.RancherServerVersionSetting, rel.Rancher)
+	h.finishJob(cluster.HarvesterNamespace, names.ClusterUpgradeJob(plan), true)
+}
+
+// upgradeHarvesterChart asks for the release's harvester chart, as the
+// cluster-upgrade Job does.
+func (h *harness) upgradeHarvesterChart() {
+	h.t.Helper()
+	mc := &managementv3.ManagedChart{}
+	h.must(h.c.Get(h.ctx(), client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: cluster.HarvesterManagedChart}, mc))
+	mc.Spec.Version = h.repo.Release.HarvesterChart
+	h.must(h.c.Update(h.ctx(), mc))
+}
+
+// setSetting sets the value of a Harvester or Rancher setting.
+func (h *harness) setSetting(s client.Object, name, value string) {
+	h.t.Helper()
+	h.must(h.c.Get(h.ctx(), client.ObjectKey{Name: name}, s))
+	switch o := s.(type) {
+	case *harvesterv1beta1.Setting:
+		o.Value = value
+	case *managementv3.Setting:
+		o.Value = value
+	}
+	h.must(h.c.Update(h.ctx(), s))
 }
 
 func (h *harness) deleteHarvester() {
@@ -76,6 +127,7 @@ func (h *harness) deleteHarvester() {
 		{&harvesterv1beta1.Addon{}, cluster.KubeSystemNamespace},
 		{&kubevirtv1.KubeVirt{}, cluster.HarvesterNamespace},
 		{&managementv3.ManagedChart{}, cluster.FleetLocalNamespace},
+		{&managementv3.Setting{}, ""},
 		{&corev1.ConfigMap{}, cluster.HarvesterNamespace},
 	} {
 		_ = h.c.DeleteAllOf(ctx, d.obj, client.InNamespace(d.ns))
@@ -146,7 +198,7 @@ func (h *harness) driveToNodeUpgrading(plan string, nodes []string) *v1beta1.Upg
 	h.waitPhase(plan, v1beta1.PhaseImagePreloading)
 	h.preload(plan, nodes)
 	h.waitPhase(plan, v1beta1.PhaseClusterUpgrading)
-	h.finishJob(cluster.HarvesterNamespace, names.ClusterUpgradeJob(plan), true)
+	h.clusterUpgraded(plan)
 	return h.waitPhase(plan, v1beta1.PhaseNodeUpgrading)
 }
 
@@ -165,9 +217,13 @@ func (h *harness) machinePlan(node string) *corev1.Secret {
 }
 
 // rancherAsks sets Rancher's drain-hook request (pre-drain or post-drain)
-// on a node's machine-plan Secret and returns its value.
+// on a node's machine-plan Secret and returns its value. Rancher asks for
+// the post-drain hook once it upgraded RKE2 on the node.
 func (h *harness) rancherAsks(node, request string) string {
 	h.t.Helper()
+	if request == cluster.AnnotationRancherPostDrain {
+		h.rke2Upgraded(node)
+	}
 	s := h.machinePlan(node)
 	before := s.DeepCopy()
 	if s.Annotations == nil {
@@ -200,12 +256,24 @@ func (h *harness) rancherDone(node string) {
 	h.must(h.c.Patch(h.ctx(), s, client.MergeFrom(before)))
 }
 
-// reboot reports the node back with an OS image.
+// reboot reports the node back from a reboot (a new boot ID) with an OS
+// image, running the release's RKE2.
 func (h *harness) reboot(node, osImage string) {
 	h.t.Helper()
 	n := &corev1.Node{}
 	h.must(h.c.Get(h.ctx(), client.ObjectKey{Name: node}, n))
-	n.Status.NodeInfo.OSImage = osImage
+	n.Status.NodeInfo.OSImage, n.Status.NodeInfo.BootID = osImage, string(uuid.NewUUID())
+	n.Status.NodeInfo.KubeletVersion = h.repo.Release.KubeletVersion()
+	h.must(h.c.Status().Update(h.ctx(), n))
+}
+
+// rke2Upgraded reports the node's kubelet at the release's version, as
+// after Rancher upgraded RKE2 on it.
+func (h *harness) rke2Upgraded(node string) {
+	h.t.Helper()
+	n := &corev1.Node{}
+	h.must(h.c.Get(h.ctx(), client.ObjectKey{Name: node}, n))
+	n.Status.NodeInfo.KubeletVersion = h.repo.Release.KubeletVersion()
 	h.must(h.c.Status().Update(h.ctx(), n))
 }
 

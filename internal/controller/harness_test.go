@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -188,7 +189,10 @@ func (h *harness) cleanup() {
 	}
 	h.eventually("every plan is gone", func() (bool, string) {
 		_ = h.c.List(ctx, &plans)
-		return len(plans.Items) == 0, fmt.Sprintf("%d plans left", len(plans.Items))
+		if len(plans.Items) > 0 {
+			return false, fmt.Sprintf("%d plans left, the first %s", len(plans.Items), describe(&plans.Items[0]))
+		}
+		return true, ""
 	})
 	h.stop()
 	<-h.done
@@ -275,7 +279,7 @@ func (h *harness) node(name, osImage string, labels ...string) *corev1.Node {
 	h.must(h.c.Create(h.ctx(), n))
 	n.Status = corev1.NodeStatus{
 		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}},
-		NodeInfo:   corev1.NodeSystemInfo{OSImage: osImage, KubeletVersion: "v1.34.4+rke2r1"},
+		NodeInfo:   corev1.NodeSystemInfo{OSImage: osImage, KubeletVersion: "v1.34.4+rke2r1", BootID: string(uuid.NewUUID())},
 	}
 	h.must(h.c.Status().Update(h.ctx(), n))
 	h.kubelet.set(name, 200<<30, 40<<30)

@@ -139,7 +139,7 @@ func TestNodeUpgradeFailures(t *testing.T) {
 				h.clock.Step(h.cfg.Deadlines.Reboot + time.Minute)
 				h.touch(plan)
 			},
-			want: `the node did not come back with the new OS in time: waiting for the node to come back with OS "Harvester v1.8.0"; it reports "Harvester v1.7.1"`},
+			want: `the node did not come back on the new OS in time: waiting for the node to reboot into "Harvester v1.8.0": it is Ready on "Harvester v1.7.1" with boot ID`},
 		{name: "single-node Job fails", nodes: 1, state: v1beta1.NodeStateSingleNodeUpgradeFailed,
 			act: func(h *harness, plan string) {
 				h.finishJob(cluster.HarvesterNamespace, names.NodeJob(plan, v1beta1.JobTypeSingleNodeUpgrade, "node-1"), false)

@@ -97,7 +97,7 @@ func TestPlanReachesClusterUpgraded(t *testing.T) {
 		job.Labels[v1beta1.LabelUpgradeComponent] != v1beta1.ComponentClusterUpgrade || ptr.Deref(job.Spec.ActiveDeadlineSeconds, 0) == 0 {
 		t.Errorf("cluster-upgrade Job %+v\n%+v", job.ObjectMeta, c)
 	}
-	h.finishJob(cluster.HarvesterNamespace, job.Name, true)
+	h.clusterUpgraded(p.Name)
 	p = h.waitPhase(p.Name, v1beta1.PhaseNodeUpgrading)
 
 	var phases []string

@@ -33,7 +33,7 @@ func TestRestartInEveryPhase(t *testing.T) {
 	step(func() { h.waitPhase(p.Name, v1beta1.PhaseImagePreloading) })
 	step(func() { h.preload(p.Name, nodes) })
 	step(func() { h.waitPhase(p.Name, v1beta1.PhaseClusterUpgrading) })
-	step(func() { h.finishJob(cluster.HarvesterNamespace, names.ClusterUpgradeJob(p.Name), true) })
+	step(func() { h.clusterUpgraded(p.Name) })
 	step(func() { h.waitPhase(p.Name, v1beta1.PhaseNodeUpgrading) })
 	for _, n := range nodes {
 		step(func() { h.upgradeNode(p.Name, n) })
@@ -93,7 +93,7 @@ func TestNoWritesWhileNothingChanges(t *testing.T) {
 	h.preload(p.Name, nodes)
 	h.waitProgressing(p.Name, "upgrading the cluster's components")
 	quiet("ClusterUpgrading")
-	h.finishJob(cluster.HarvesterNamespace, names.ClusterUpgradeJob(p.Name), true)
+	h.clusterUpgraded(p.Name)
 	h.waitProgressing(p.Name, "waiting for Rancher to start on the next node")
 	quiet("NodeUpgrading")
 	h.rancherAsks("node-1", cluster.AnnotationRancherPreDrain)

@@ -22,6 +22,8 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
@@ -68,8 +70,15 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock) error {
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: nodeChangeMatters})).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans), builder.OnlyMetadata,
-			builder.WithPredicates(predicate.NewPredicateFuncs(cluster.IsMachinePlan), predicate.Funcs{UpdateFunc: drainRequestChanged})).
+			builder.WithPredicates(predicate.NewPredicateFuncs(cluster.IsMachinePlan), predicate.Funcs{UpdateFunc: drainStateChanged})).
 		Watches(&capiv1beta1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans)).
+		Watches(&provisioningv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans)).
+		// What the verified gates read: the versions the components report,
+		// the ManagedCharts Fleet deploys, the add-ons.
+		Watches(&harvesterv1beta1.Setting{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans)).
+		Watches(&managementv3.Setting{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans)).
+		Watches(&managementv3.ManagedChart{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans)).
+		Watches(&harvesterv1beta1.Addon{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans)).
 		Complete(r); err != nil {
 		return err
 	}
@@ -77,34 +86,35 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock) error {
 }
 
 // nodeChangeMatters keeps the Node updates a plan decides on: readiness, the
-// OS image (a reboot), and labels (managed, witness, system-upgrade-
-// controller's completion label). Cordons, taints and heartbeats do not.
+// OS image, boot ID and kubelet version (a reboot, RKE2's upgrade), and
+// labels (managed, witness, system-upgrade-controller's completion label).
+// Cordons, taints and heartbeats do not.
 func nodeChangeMatters(e event.UpdateEvent) bool {
 	o, okOld := e.ObjectOld.(*corev1.Node)
 	n, okNew := e.ObjectNew.(*corev1.Node)
 	if !okOld || !okNew {
 		return true
 	}
-	return nodeReady(o) != nodeReady(n) || o.Status.NodeInfo.OSImage != n.Status.NodeInfo.OSImage ||
-		!maps.Equal(o.Labels, n.Labels)
+	oi, ni := o.Status.NodeInfo, n.Status.NodeInfo
+	return cluster.NodeReady(o) != cluster.NodeReady(n) || oi.OSImage != ni.OSImage || oi.BootID != ni.BootID ||
+		oi.KubeletVersion != ni.KubeletVersion || !maps.Equal(o.Labels, n.Labels)
 }
 
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
+// drainStateChanged keeps the machine-plan Secret updates that change
+// Rancher's drain-hook requests or how far its drain went (which the plan
+// reports while it waits for Rancher); acknowledgements are the drain-hook
+// reconciler's business.
+func drainStateChanged(e event.UpdateEvent) bool {
+	o, n := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
+	for _, k := range []string{
+		cluster.AnnotationRancherPreDrain, cluster.AnnotationRancherPostDrain, cluster.AnnotationRancherDrainOptions,
+		cluster.AnnotationRancherDrainDone, cluster.AnnotationRancherDrainError,
+	} {
+		if o[k] != n[k] {
+			return true
 		}
 	}
 	return false
-}
-
-// drainRequestChanged keeps the machine-plan Secret updates that change
-// Rancher's drain-hook requests; acknowledgements are the drain-hook
-// reconciler's business.
-func drainRequestChanged(e event.UpdateEvent) bool {
-	o, n := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
-	return o[cluster.AnnotationRancherPreDrain] != n[cluster.AnnotationRancherPreDrain] ||
-		o[cluster.AnnotationRancherPostDrain] != n[cluster.AnnotationRancherPostDrain]
 }
 
 // planOfLabel maps an object the plan created to the plan.

@@ -106,6 +106,7 @@ func (r *PlanReconciler) slotHolder(ctx context.Context) (*v1beta1.UpgradePlan, 
 // runPipeline moves the plan through as many phases as it can in one pass.
 func (r *PlanReconciler) runPipeline(ctx context.Context, s *phase.Scope) (phase.Result, error) {
 	st := &s.Plan.Status
+	moved := false
 	for range maxTransitionsPerPass {
 		current := st.CurrentPhase
 		if current.IsTerminal() {
@@ -118,22 +119,26 @@ func (r *PlanReconciler) runPipeline(ctx context.Context, s *phase.Scope) (phase
 		}
 		if located && pos.Active {
 			step, ph := pipeline.Steps[pos.Index], r.Phases[pos.Index]
-			res, err := ph.Run(log.IntoContext(ctx, s.Log.WithValues("phase", ph.Name())), s)
-			switch {
-			case err != nil:
+			if res, err := ph.Run(log.IntoContext(ctx, s.Log.WithValues("phase", ph.Name())), s); !r.done(s, res, err) {
 				return res, err
-			case res.Failure != "":
-				r.fail(s, res.Failure)
-				return res, nil
-			case !res.Done:
-				return res, nil
 			}
 			pipeline.SetPhase(st, step.Completed, s.Now())
+			moved = true
 			s.Event(corev1.EventTypeNormal, v1beta1.EventPhaseCompleted, "Completed phase %s", step.Name)
 			continue
 		}
 		next, _ := pipeline.Next(current)
 		if next == v1beta1.PhaseSucceeded {
+			if moved {
+				// The final step deletes the plan's Jobs, the evidence of
+				// the last phase: it runs only once the end of that phase
+				// is recorded. The status write brings the next pass.
+				return phase.Result{}, nil
+			}
+			// The plan says Succeeded only once the cluster shows it.
+			if res, err := phase.Finalize(log.IntoContext(ctx, s.Log.WithValues("phase", phase.GateFinal)), s); !r.done(s, res, err) {
+				return res, err
+			}
 			pipeline.SetPhase(st, v1beta1.PhaseSucceeded, s.Now())
 			s.Event(corev1.EventTypeNormal, v1beta1.EventUpgradeSucceeded, "Upgrade completed successfully")
 			return phase.Result{}, nil
@@ -149,6 +154,16 @@ func (r *PlanReconciler) runPipeline(ctx context.Context, s *phase.Scope) (phase
 		s.Event(corev1.EventTypeNormal, v1beta1.EventPhaseTransition, "Entering phase %s", pipeline.Steps[nextPos.Index].Name)
 	}
 	return phase.Result{}, nil
+}
+
+// done reports whether a step's work is done, and fails the plan when the
+// step failed it.
+func (r *PlanReconciler) done(s *phase.Scope, res phase.Result, err error) bool {
+	if err == nil && res.Failure != "" {
+		r.fail(s, res.Failure)
+		return false
+	}
+	return err == nil && res.Done
 }
 
 // fail moves the plan to Failed and keeps the reason in the Progressing
@@ -176,7 +191,7 @@ func (r *PlanReconciler) setQueued(s *phase.Scope, holder *v1beta1.UpgradePlan) 
 // events that go with their changes.
 func (r *PlanReconciler) setConditions(s *phase.Scope, res phase.Result, runErr error) {
 	st := &s.Plan.Status
-	r.setDegraded(s, runErr)
+	r.setDegraded(s, runErr, res.Degraded)
 	switch st.CurrentPhase {
 	case v1beta1.PhaseSucceeded:
 		r.setCondition(s, v1beta1.ConditionAvailable, metav1.ConditionFalse, v1beta1.ReasonExecuted, "Entered one of the terminal phases")
@@ -191,14 +206,20 @@ func (r *PlanReconciler) setConditions(s *phase.Scope, res phase.Result, runErr 
 }
 
 // setDegraded reports the pass's error, if any, in the Degraded condition,
-// with a Warning event once per distinct error.
-func (r *PlanReconciler) setDegraded(s *phase.Scope, err error) {
-	if err == nil {
+// with a Warning event once per distinct error; without an error, what a
+// step has been missing for a while although its work reported success.
+func (r *PlanReconciler) setDegraded(s *phase.Scope, err error, missing string) {
+	switch {
+	case err != nil:
+		if r.setCondition(s, v1beta1.ConditionDegraded, metav1.ConditionTrue, v1beta1.ReasonReconcileError, err.Error()) {
+			s.Event(corev1.EventTypeWarning, v1beta1.EventReconcileError, "Pipeline error: %s", err.Error())
+		}
+	case missing != "":
+		if r.setCondition(s, v1beta1.ConditionDegraded, metav1.ConditionTrue, v1beta1.ReasonVerificationPending, missing) {
+			s.Event(corev1.EventTypeWarning, v1beta1.EventVerificationPending, "%s", missing)
+		}
+	default:
 		r.setCondition(s, v1beta1.ConditionDegraded, metav1.ConditionFalse, v1beta1.ReasonReconcileSuccess, "")
-		return
-	}
-	if r.setCondition(s, v1beta1.ConditionDegraded, metav1.ConditionTrue, v1beta1.ReasonReconcileError, err.Error()) {
-		s.Event(corev1.EventTypeWarning, v1beta1.EventReconcileError, "Pipeline error: %s", err.Error())
 	}
 }
 
@@ -255,7 +276,7 @@ func (r *PlanReconciler) finish(ctx context.Context, plan *v1beta1.UpgradePlan, 
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	res, err := phase.Cleanup(ctx, s)
-	r.setDegraded(s, err)
+	r.setDegraded(s, err, "")
 	if err == nil && !res.Done {
 		// The plan's conditions stay as the upgrade ended; what holds the
 		// finalizer goes to the log.

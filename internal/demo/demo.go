@@ -50,9 +50,10 @@ func Run(ctx context.Context, o Options, show func(*v1beta1.UpgradePlan, time.Du
 		return nil, err
 	}
 	defer func() { _ = run.Stop() }()
-	// Simulated time runs faster than real time: a node that does not come
-	// back is given up on after seconds, not the production 45 minutes.
-	run.PhaseConfig().Deadlines.Reboot = 15 * time.Second
+	// Simulated time runs faster than real time: what does not happen is
+	// given up on after seconds, not the production minutes and hours.
+	d := &run.PhaseConfig().Deadlines
+	d.Reboot, d.Rancher, d.Verify = 15*time.Second, 15*time.Second, 10*time.Second
 
 	start := time.Now()
 	plan, err := run.CreatePlan(ctx, o.planSpec(), nil)
@@ -168,6 +169,12 @@ func Summary(r *Result) string {
 	b.WriteString("\n")
 	if c := p.Condition(v1beta1.ConditionProgressing); c != nil && p.Status.CurrentPhase == v1beta1.PhaseFailed {
 		fmt.Fprintf(&b, "reason: %s\n", c.Message)
+	}
+	if len(p.Status.Checks) > 0 {
+		b.WriteString("verified:\n")
+		for _, c := range p.Status.Checks {
+			fmt.Fprintf(&b, "  %-8s %-32s %s\n", c.Result, c.Name, c.Message)
+		}
 	}
 	b.WriteString("phases:\n")
 	h := p.Status.PhaseTransitionTimestamps

@@ -52,6 +52,14 @@ var Faults = map[string]string{
 	"single-node":     "the single-node upgrade Job fails (use with --nodes 1)",
 	"image-cleanup":   "the image cleanup Job of " + faultNode + " fails",
 	"node-lost":       faultNode + " never comes back from its reboot",
+	// Steps that report success while their effect is missing: the toolkit
+	// must catch each itself and fail, never end Succeeded.
+	"empty-cluster-upgrade": "the cluster-upgrade Job exits 0 having upgraded nothing",
+	"stuck-version":         "Harvester never reports the new version, although its chart was deployed",
+	"fallback-boot":         faultNode + " comes back from its reboot on its old OS image",
+	"plan-never-applies":    "Rancher never applies the RKE2 plan of " + faultNode,
+	"old-kubelet":           faultNode + "'s kubelet keeps its old version after Rancher applied the plan",
+	"empty-post-drain":      "the post-drain Job of " + faultNode + " exits 0 having done nothing (use --nodes 1 for the single-node Job)",
 }
 
 // FaultNames lists the fault names, sorted.
@@ -96,10 +104,26 @@ func (o Options) simConfig() (sim.Config, error) {
 		cfg.Faults = job(sim.JobImageCleanup)
 	case "node-lost":
 		cfg.Faults.NeverReturn = []string{node}
+	case "empty-cluster-upgrade":
+		cfg.Faults.EmptyJobs = []sim.JobFault{{Type: sim.JobClusterUpgrade}}
+	case "stuck-version":
+		cfg.Faults.StuckVersion = true
+	case "fallback-boot":
+		cfg.Faults.FallbackBoot = []string{node}
+	case "plan-never-applies":
+		cfg.Faults.PlanNeverApplies = []string{node}
+	case "old-kubelet":
+		cfg.Faults.KubeletStaysOld = []string{node}
+	case "empty-post-drain":
+		t := sim.JobPostDrain
+		if o.Nodes == 1 {
+			t = sim.JobSingleNodeUpgrade
+		}
+		cfg.Faults.EmptyJobs = []sim.JobFault{{Type: t, Node: node}}
 	default:
 		return cfg, fmt.Errorf("unknown fault %q: use one of %s", o.Fault, strings.Join(FaultNames(), ", "))
 	}
-	if (o.Fault == "pre-drain" || o.Fault == "post-drain" || o.Fault == "node-lost") && o.Nodes < 2 {
+	if slices.Contains([]string{"pre-drain", "post-drain", "node-lost", "plan-never-applies", "old-kubelet"}, o.Fault) && o.Nodes < 2 {
 		return cfg, fmt.Errorf("fault %q needs at least 2 nodes", o.Fault)
 	}
 	if o.Fault == "single-node" && o.Nodes != 1 {

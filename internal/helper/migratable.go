@@ -80,9 +80,7 @@ func isMigrationTarget(n *corev1.Node) bool {
 	if _, witness := n.Labels[cluster.LabelWitnessNode]; witness || n.Spec.Unschedulable {
 		return false
 	}
-	return slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
-		return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
-	})
+	return cluster.NodeReady(n)
 }
 
 func nonMigratableReasons(vmi *kubevirtv1.VirtualMachineInstance, usable []*corev1.Node) []string {

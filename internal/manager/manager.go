@@ -185,6 +185,7 @@ func stripJob(obj any) (any, error) {
 // +kubebuilder:rbac:groups=management.harvesterhci.io,resources=upgradeplans,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
 // +kubebuilder:rbac:groups=harvesterhci.io,resources=settings,verbs=list;watch
+// +kubebuilder:rbac:groups=management.cattle.io,resources=settings,verbs=list;watch
 // +kubebuilder:rbac:groups="",namespace=harvester-system,resources=pods;configmaps;services,verbs=list;watch
 // +kubebuilder:rbac:groups=apps,namespace=harvester-system,resources=deployments,verbs=list;watch
 // +kubebuilder:rbac:groups=batch,namespace=harvester-system,resources=jobs,verbs=list;watch
@@ -198,6 +199,7 @@ func stripJob(obj any) (any, error) {
 // +kubebuilder:rbac:groups=management.cattle.io,namespace=fleet-local,resources=managedcharts,verbs=list;watch
 // +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=settings,verbs=list;watch
 // +kubebuilder:rbac:groups=harvesterhci.io,namespace=kube-system,resources=addons,verbs=list;watch
+// +kubebuilder:rbac:groups=harvesterhci.io,namespace=cattle-monitoring-system,resources=addons,verbs=list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,namespace=harvester-system,resources=endpointslices,verbs=list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,namespace=default,resources=endpointslices,verbs=list;watch
 
@@ -219,6 +221,7 @@ func cacheOptions() cache.Options {
 		}
 		return c
 	}
+	serverVersion := fields.OneTermEqualSelector("metadata.name", cluster.ServerVersionSetting)
 	harvester := in(cluster.HarvesterNamespace)
 	fleetLocal := in(cluster.FleetLocalNamespace)
 	jobs := in(cluster.HarvesterNamespace, cluster.CattleNamespace)
@@ -249,7 +252,10 @@ func cacheOptions() cache.Options {
 			&provisioningv1.Cluster{}:               fleetLocal,
 			&managementv3.ManagedChart{}:            fleetLocal,
 			&longhornv1beta2.Setting{}:              in(cluster.LonghornNamespace),
-			&harvesterv1beta1.Addon{}:               in(cluster.KubeSystemNamespace),
-			&discoveryv1.EndpointSlice{}:            in(cluster.HarvesterNamespace, "default"),
+			&harvesterv1beta1.Addon{}:               in(cluster.KubeSystemNamespace, cluster.MonitoringNamespace),
+			// Of the many settings, the plan reads the versions.
+			&harvesterv1beta1.Setting{}:  {Field: serverVersion},
+			&managementv3.Setting{}:      {Field: serverVersion},
+			&discoveryv1.EndpointSlice{}: in(cluster.HarvesterNamespace, "default"),
 		}}
 }

@@ -11,6 +11,8 @@
 package nodestate
 
 import (
+	"fmt"
+
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 )
 
@@ -44,12 +46,38 @@ type Node struct {
 	PreDrain           Job
 	PostDrain          Job
 	SingleNodeUpgrade  Job
-	// Rebooted: the node is Ready and reports the release's OS image.
-	Rebooted bool
-	// RebootOverdue: the node has waited for its reboot longer than allowed.
-	RebootOverdue bool
-	// RebootReport describes the node while it is not back (for messages).
-	RebootReport string
+	// Host is what the node reports of itself now.
+	Host Host
+	// Before is the boot ID and OS image the node reported when its OS
+	// upgrade began (recorded in its status); empty when not recorded.
+	Before Host
+	// Target is what the node must report once upgraded.
+	Target Target
+	// Rancher says what Rancher reports of the node's machine while the
+	// node waits for Rancher (for messages).
+	Rancher string
+	// Waiting says since when the node is in its state and until when it
+	// may wait there, for messages (e.g. "since 10:02:03Z; fails at
+	// 10:47:03Z"); empty for states without a deadline.
+	Waiting string
+	// Overdue: the node has waited in its state longer than allowed.
+	Overdue bool
+}
+
+// Host is what a node reports of itself (status.nodeInfo and its Ready
+// condition).
+type Host struct {
+	Ready          bool
+	BootID         string
+	OSImage        string
+	KubeletVersion string
+}
+
+// Target is what an upgraded node reports: the release's OS image and
+// kubelet version.
+type Target struct {
+	OSImage        string
+	KubeletVersion string
 }
 
 // Decision is what to do about one node.
@@ -116,7 +144,7 @@ func decide(n Node, singleNode bool, busy string) Decision {
 			if n.State == v1beta1.NodeStateUpgradePaused {
 				return Decision{State: n.State, Message: "resumed: waiting for Rancher to reach this node"}
 			}
-			return Decision{State: v1beta1.NodeStateImagePreloaded}
+			return Decision{State: v1beta1.NodeStateImagePreloaded, Message: "waiting for Rancher to reach this node (it upgrades one node at a time)"}
 		}
 		if busy != "" && busy != n.Name {
 			return Decision{State: n.State, Message: "waiting for node " + busy + " to finish its upgrade"}
@@ -127,10 +155,7 @@ func decide(n Node, singleNode bool, busy string) Decision {
 		return jobStep(n.State, n.PreDrain, v1beta1.JobTypePreDrain, v1beta1.NodeStatePreDrained, v1beta1.NodeStatePreDrainFailed)
 
 	case v1beta1.NodeStatePreDrained:
-		if n.PostDrainRequested {
-			return Decision{State: v1beta1.NodeStatePostDraining}
-		}
-		return keep
+		return waitForRancher(n)
 
 	case v1beta1.NodeStatePostDraining:
 		return jobStep(n.State, n.PostDrain, v1beta1.JobTypePostDrain, v1beta1.NodeStateWaitingReboot, v1beta1.NodeStatePostDrainFailed)
@@ -143,15 +168,119 @@ func decide(n Node, singleNode bool, busy string) Decision {
 		if singleNode {
 			done, failed = v1beta1.NodeStateSingleNodeUpgraded, v1beta1.NodeStateSingleNodeUpgradeFailed
 		}
-		switch {
-		case n.Rebooted:
-			return Decision{State: done}
-		case n.RebootOverdue:
-			return Decision{State: failed, Reason: "RebootTimeout", Message: "the node did not come back with the new OS in time: " + n.RebootReport}
+		switch verdict, msg := Reboot(n); {
+		case verdict == RebootDone:
+			return Decision{State: done, Message: msg}
+		case verdict == RebootFallback:
+			return Decision{State: failed, Reason: v1beta1.ReasonFallbackBoot, Message: msg}
+		case n.Overdue:
+			return Decision{State: failed, Reason: v1beta1.ReasonRebootTimeout, Message: "the node did not come back on the new OS in time: " + msg + waited(n)}
+		default:
+			return Decision{State: n.State, Message: msg + waited(n)}
 		}
-		return Decision{State: n.State, Message: n.RebootReport}
 	}
 	return keep
+}
+
+// waitForRancher decides a node whose VMs are gone while Rancher drains it
+// and upgrades RKE2: the post-drain work starts once Rancher asks for it and
+// the node's kubelet runs the release's version.
+func waitForRancher(n Node) Decision {
+	var reason, msg string
+	switch {
+	case !n.PostDrainRequested:
+		reason = v1beta1.ReasonRancherPlanNotApplied
+		msg = "waiting for Rancher to drain the node and upgrade RKE2"
+		if n.Target.KubeletVersion != "" {
+			msg += " to " + n.Target.KubeletVersion
+		}
+		if n.Rancher != "" {
+			msg += "; Rancher reports: " + n.Rancher
+		}
+	case n.Target.KubeletVersion != "" && n.Host.KubeletVersion != n.Target.KubeletVersion:
+		reason = v1beta1.ReasonKubeletVersionMismatch
+		msg = fmt.Sprintf("Rancher asks for the post-drain hook, so it applied the node's RKE2 plan, but the kubelet reports %s, not %s: "+
+			"check rke2 and rancher-system-agent on the node (journalctl -u rke2-server -u rke2-agent -u rancher-system-agent)",
+			orUnknown(n.Host.KubeletVersion), n.Target.KubeletVersion)
+		if n.Rancher != "" {
+			msg += "; Rancher reports: " + n.Rancher
+		}
+	default:
+		return Decision{State: v1beta1.NodeStatePostDraining}
+	}
+	if n.Overdue {
+		return Decision{State: v1beta1.NodeStatePostDrainFailed, Reason: reason, Message: msg + waited(n)}
+	}
+	return Decision{State: n.State, Message: msg + waited(n)}
+}
+
+// RebootVerdict is how a node waiting for its reboot stands.
+type RebootVerdict int
+
+// The reboot verdicts.
+const (
+	// RebootPending: the node is not back on the release yet.
+	RebootPending RebootVerdict = iota
+	// RebootDone: the node is Ready on the release's OS image and kubelet
+	// version, after a reboot when its OS image had to change.
+	RebootDone
+	// RebootFallback: the node rebooted and came back Ready on another OS
+	// image: the bootloader fell back to the previous entry, or the new OS
+	// was never installed. It will not fix itself.
+	RebootFallback
+)
+
+// Reboot judges a node that waits to come back from its reboot into the
+// release, and says what it sees.
+func Reboot(n Node) (RebootVerdict, string) {
+	h, t := n.Host, n.Target
+	rebootNeeded := n.Before.OSImage != "" && n.Before.OSImage != t.OSImage
+	rebooted := n.Before.BootID != "" && h.BootID != "" && h.BootID != n.Before.BootID
+	switch {
+	case !h.Ready:
+		return RebootPending, fmt.Sprintf("waiting for the node to come back on %q: it is not Ready (rebooting)", t.OSImage)
+	case rebooted && h.OSImage != t.OSImage:
+		return RebootFallback, fmt.Sprintf("the node came back from its reboot (boot ID %s, was %s) on OS image %q, not the release's %q: "+
+			"it booted the previous OS (the bootloader's fallback entry) or the new OS was never installed. "+
+			"Check the node's boot entries (grub2-editenv list; the Harvester entries in /boot/grub2) and the install log of its upgrade Job",
+			short(h.BootID), short(n.Before.BootID), h.OSImage, t.OSImage)
+	case h.OSImage != t.OSImage:
+		return RebootPending, fmt.Sprintf("waiting for the node to reboot into %q: it is Ready on %q with boot ID %s, unchanged since its upgrade began",
+			t.OSImage, h.OSImage, short(h.BootID))
+	case rebootNeeded && n.Before.BootID != "" && !rebooted:
+		return RebootPending, fmt.Sprintf("waiting for the node to reboot: it reports %q but still boot ID %s, the one it had before its upgrade", h.OSImage, short(h.BootID))
+	case t.KubeletVersion != "" && h.KubeletVersion != t.KubeletVersion:
+		return RebootPending, fmt.Sprintf("the node is back on %q, but its kubelet reports %s, not %s: check rke2 on the node (journalctl -u rke2-server -u rke2-agent)",
+			h.OSImage, orUnknown(h.KubeletVersion), t.KubeletVersion)
+	}
+	msg := fmt.Sprintf("Ready on %q with kubelet %s", h.OSImage, h.KubeletVersion)
+	if rebooted {
+		msg += fmt.Sprintf(", rebooted (boot ID %s, was %s)", short(h.BootID), short(n.Before.BootID))
+	}
+	return RebootDone, msg
+}
+
+// waited is the node's wait for messages: "; since …, fails at …".
+func waited(n Node) string {
+	if n.Waiting == "" {
+		return ""
+	}
+	return "; " + n.Waiting
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "nothing"
+	}
+	return s
+}
+
+// short abbreviates a boot ID for messages.
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return orUnknown(id)
 }
 
 // jobStep decides a node whose state runs a Job: start it when it does not

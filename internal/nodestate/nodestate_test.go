@@ -23,6 +23,13 @@ const (
 )
 
 var (
+	target    = Target{OSImage: "Harvester v1.8.0", KubeletVersion: "v1.35.2+rke2r1"}
+	before    = Host{BootID: "boot-1", OSImage: "Harvester v1.7.1"}
+	notBack   = Host{BootID: "boot-1", OSImage: "Harvester v1.7.1", KubeletVersion: "v1.35.2+rke2r1"}
+	back      = Host{Ready: true, BootID: "boot-2", OSImage: "Harvester v1.8.0", KubeletVersion: "v1.35.2+rke2r1"}
+	upNoBoot  = Host{Ready: true, BootID: "boot-1", OSImage: "Harvester v1.7.1", KubeletVersion: "v1.35.2+rke2r1"}
+	fellBack  = Host{Ready: true, BootID: "boot-2", OSImage: "Harvester v1.7.1", KubeletVersion: "v1.35.2+rke2r1"}
+	oldKube   = Host{Ready: true, BootID: "boot-2", OSImage: "Harvester v1.8.0", KubeletVersion: "v1.34.4+rke2r1"}
 	running   = Job{Status: JobRunning}
 	succeeded = Job{Status: JobSucceeded}
 	failed    = Job{Status: JobFailed, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}
@@ -46,13 +53,23 @@ func TestDecideOneNode(t *testing.T) {
 		{"pre-drain Job done", Node{State: preDraining, PreDrain: succeeded}, false, preDrained, "", ""},
 		{"pre-drain Job failed", Node{State: preDraining, PreDrain: failed}, false, preFailed, "", "BackoffLimitExceeded"},
 		{"pre-drained waits for post-drain", Node{State: preDrained, PreDrain: succeeded}, false, preDrained, "", ""},
-		{"Rancher asks for post-drain", Node{State: preDrained, PostDrainRequested: true}, false, postDrain, "", ""},
+		{"Rancher asks for post-drain", Node{State: preDrained, PostDrainRequested: true, Host: upNoBoot, Target: target}, false, postDrain, "", ""},
+		{"Rancher asks for post-drain, kubelet still old", Node{State: preDrained, PostDrainRequested: true, Host: oldKube, Target: target}, false, preDrained, "", ""},
+		{"kubelet still old at the deadline", Node{State: preDrained, PostDrainRequested: true, Host: oldKube, Target: target, Overdue: true}, false, postFailed, "", v1beta1.ReasonKubeletVersionMismatch},
+		{"Rancher never applies the plan", Node{State: preDrained, Target: target, Overdue: true}, false, postFailed, "", v1beta1.ReasonRancherPlanNotApplied},
 		{"post-draining starts its Job", Node{State: postDrain, PostDrainRequested: true}, false, postDrain, v1beta1.JobTypePostDrain, ""},
 		{"post-drain Job done", Node{State: postDrain, PostDrain: succeeded}, false, waiting, "", ""},
 		{"post-drain Job failed", Node{State: postDrain, PostDrain: failed}, false, postFailed, "", "BackoffLimitExceeded"},
-		{"still rebooting", Node{State: waiting, PostDrain: succeeded}, false, waiting, "", ""},
-		{"rebooted into the new OS", Node{State: waiting, Rebooted: true}, false, postDrained, "", ""},
-		{"never came back", Node{State: waiting, RebootOverdue: true, RebootReport: "NotReady"}, false, postFailed, "", "RebootTimeout"},
+		{"still rebooting", Node{State: waiting, PostDrain: succeeded, Before: before, Host: notBack, Target: target}, false, waiting, "", ""},
+		{"not gone down yet", Node{State: waiting, Before: before, Host: upNoBoot, Target: target}, false, waiting, "", ""},
+		{"rebooted into the new OS", Node{State: waiting, Before: before, Host: back, Target: target}, false, postDrained, "", ""},
+		{"never came back", Node{State: waiting, Before: before, Host: notBack, Target: target, Overdue: true}, false, postFailed, "", v1beta1.ReasonRebootTimeout},
+		{"never rebooted", Node{State: waiting, Before: before, Host: upNoBoot, Target: target, Overdue: true}, false, postFailed, "", v1beta1.ReasonRebootTimeout},
+		{"fell back to the old OS", Node{State: waiting, Before: before, Host: fellBack, Target: target}, false, postFailed, "", v1beta1.ReasonFallbackBoot},
+		{"back with an old kubelet", Node{State: waiting, Before: before, Host: oldKube, Target: target}, false, waiting, "", ""},
+		{"old kubelet at the deadline", Node{State: waiting, Before: before, Host: oldKube, Target: target, Overdue: true}, false, postFailed, "", v1beta1.ReasonRebootTimeout},
+		{"nothing recorded: the OS image decides", Node{State: waiting, Host: back, Target: target}, false, postDrained, "", ""},
+		{"no reboot needed when the OS was current", Node{State: waiting, Before: Host{BootID: "boot-1", OSImage: "Harvester v1.8.0"}, Host: Host{Ready: true, BootID: "boot-1", OSImage: "Harvester v1.8.0", KubeletVersion: "v1.35.2+rke2r1"}, Target: target}, false, postDrained, "", ""},
 		{"upgraded stays", Node{State: postDrained, PostDrainRequested: true, PreDrainRequested: true}, false, postDrained, "", ""},
 		// pause
 		{"paused before Rancher asks", Node{State: preloaded, Paused: true}, false, paused, "", v1beta1.ReasonAdministrativelyPaused},
@@ -65,7 +82,7 @@ func TestDecideOneNode(t *testing.T) {
 		{"late running report after post-drain", Node{State: waiting, PostDrain: running}, false, waiting, "", ""},
 		{"stale request after upgrade", Node{State: postDrained, PreDrainRequested: true}, false, postDrained, "", ""},
 		{"a failed node stays failed", Node{State: preFailed, PreDrain: succeeded, PreDrainRequested: true}, false, preFailed, "", ""},
-		{"image cleanup is later", Node{State: cleaned, PreDrainRequested: true, Rebooted: true}, false, cleaned, "", ""},
+		{"image cleanup is later", Node{State: cleaned, PreDrainRequested: true, Host: back}, false, cleaned, "", ""},
 		{"post-drain request before pre-drain finished", Node{State: preDraining, PostDrainRequested: true, PreDrain: running}, false, preDraining, "", ""},
 		// single node
 		{"single node starts without Rancher", Node{State: preloaded}, true, single, "", ""},
@@ -74,8 +91,9 @@ func TestDecideOneNode(t *testing.T) {
 		{"single node starts its Job", Node{State: single}, true, single, v1beta1.JobTypeSingleNodeUpgrade, ""},
 		{"single node Job done", Node{State: single, SingleNodeUpgrade: succeeded}, true, waiting, "", ""},
 		{"single node Job failed", Node{State: single, SingleNodeUpgrade: failed}, true, singleFail, "", "BackoffLimitExceeded"},
-		{"single node rebooted", Node{State: waiting, Rebooted: true}, true, singleDone, "", ""},
-		{"single node never came back", Node{State: waiting, RebootOverdue: true}, true, singleFail, "", "RebootTimeout"},
+		{"single node rebooted", Node{State: waiting, Before: before, Host: back, Target: target}, true, singleDone, "", ""},
+		{"single node never came back", Node{State: waiting, Before: before, Host: notBack, Target: target, Overdue: true}, true, singleFail, "", v1beta1.ReasonRebootTimeout},
+		{"single node fell back", Node{State: waiting, Before: before, Host: fellBack, Target: target}, true, singleFail, "", v1beta1.ReasonFallbackBoot},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,8 +139,11 @@ func TestEveryOrderOfEventsIsForwardOnly(t *testing.T) {
 				for _, post := range jobs {
 					for _, single := range []bool{false, true} {
 						n := Node{Name: "n", State: state, Paused: mask&1 != 0, PreDrainRequested: mask&2 != 0,
-							PostDrainRequested: mask&4 != 0, Rebooted: mask&8 != 0, RebootOverdue: mask&16 != 0,
+							PostDrainRequested: mask&4 != 0, Overdue: mask&16 != 0, Before: before, Target: target,
 							PreDrain: pre, PostDrain: post, SingleNodeUpgrade: pre}
+						if mask&8 != 0 {
+							n.Host = back
+						}
 						// The rules themselves, not Decide's guard against a
 						// backward move, must move forward only.
 						d := decide(n, single, "")

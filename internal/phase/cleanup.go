@@ -2,14 +2,19 @@ package phase
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,45 +53,71 @@ var createdKinds = []struct {
 
 // Cleanup undoes what a finished or deleted plan created and changed: it
 // deletes every object carrying the plan's label, unmarks the nodes, and
-// puts back each setting it recorded, clearing the record once restored so
-// that each is restored exactly once. It is done when nothing is left.
+// puts back each setting it recorded, clearing the record once the API
+// server holds the original value again, so that each is restored exactly
+// once. It is done when nothing is left.
 func Cleanup(ctx context.Context, s *Scope) (Result, error) {
+	r, err := cleanup(ctx, s)
+	switch {
+	case err != nil:
+		return Result{}, err
+	case len(r.unsettled) > 0:
+		return Wait("cleaning up: %s", strings.Join(r.unsettled, "; ")).After(restoreRetry), nil
+	case len(r.left) > 0:
+		return Wait("cleaning up: waiting for %s to be deleted", strings.Join(r.left, ", ")), nil
+	}
+	return Done(), nil
+}
+
+// restoreRetry is how soon a setting whose restore did not hold is written
+// again.
+const restoreRetry = 5 * time.Second
+
+// cleanupReport is what one cleanup pass did and what is left.
+type cleanupReport struct {
+	// left names the plan's objects still being deleted.
+	left []string
+	// restored says which settings this pass put back, as read back from
+	// the API server.
+	restored []string
+	// unsettled says which settings were written back, but the API server
+	// shows another value (something changed them again).
+	unsettled []string
+}
+
+func cleanup(ctx context.Context, s *Scope) (cleanupReport, error) {
+	var r cleanupReport
 	sel := client.MatchingLabels{v1beta1.LabelUpgradePlan: s.Plan.Name}
-	var left []string
 	for _, k := range createdKinds {
 		if err := s.Client.List(ctx, k.list, client.InNamespace(k.namespace), sel); err != nil {
 			if meta.IsNoMatchError(err) {
 				continue
 			}
-			return Result{}, err
+			return r, err
 		}
 		items, err := meta.ExtractList(k.list)
 		if err != nil {
-			return Result{}, err
+			return r, err
 		}
 		if len(items) == 0 {
 			continue
 		}
 		for _, o := range items {
 			mo := o.(client.Object)
-			left = append(left, fmt.Sprintf("%T %s/%s", mo, mo.GetNamespace(), mo.GetName()))
+			r.left = append(r.left, fmt.Sprintf("%T %s/%s", mo, mo.GetNamespace(), mo.GetName()))
 		}
 		err = s.Client.DeleteAllOf(ctx, k.obj, client.InNamespace(k.namespace), sel,
 			client.PropagationPolicy(metav1.DeletePropagationBackground))
 		if err != nil && !meta.IsNoMatchError(err) {
-			return Result{}, fmt.Errorf("deleting the plan's %T objects in %s: %w", k.obj, k.namespace, err)
+			return r, fmt.Errorf("deleting the plan's %T objects in %s: %w", k.obj, k.namespace, err)
 		}
 	}
 	if err := unmarkNodes(ctx, s); err != nil {
-		return Result{}, err
+		return r, err
 	}
-	if err := restoreSettings(ctx, s); err != nil {
-		return Result{}, err
-	}
-	if len(left) > 0 {
-		return Wait("cleaning up: waiting for %s to be deleted", strings.Join(left, ", ")), nil
-	}
-	return Done(), nil
+	var err error
+	r.restored, r.unsettled, err = restoreSettings(ctx, s)
+	return r, err
 }
 
 // unmarkNodes removes the plan's marks from the nodes: the pending OS image
@@ -121,46 +152,112 @@ func without(taints []corev1.Taint, key, value string) []corev1.Taint {
 	return out
 }
 
-// restoreSettings puts back every recorded setting and forgets the record.
-func restoreSettings(ctx context.Context, s *Scope) error {
+// The restore reads each setting back from the API server.
+//
+// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=settings,verbs=get
+// +kubebuilder:rbac:groups=harvesterhci.io,namespace=kube-system,resources=addons,verbs=get
+// +kubebuilder:rbac:groups=kubevirt.io,namespace=harvester-system,resources=kubevirts,verbs=get
+// +kubebuilder:rbac:groups=management.cattle.io,namespace=fleet-local,resources=managedcharts,verbs=get
+
+// restoreSettings puts back every recorded setting, reads it back from the
+// API server and forgets the record once the server holds the original
+// value. It says which settings it restored, and which hold another value
+// than the one written back.
+func restoreSettings(ctx context.Context, s *Scope) (restored, unsettled []string, err error) {
 	saved := s.Plan.Status.SavedSettings
 	if saved == nil {
-		return nil
+		return nil, nil, nil
+	}
+	// settle forgets a restored setting when the API server shows it back.
+	settle := func(what string, back bool, seen string, forget func()) {
+		if back {
+			forget()
+			restored = append(restored, what)
+			return
+		}
+		unsettled = append(unsettled, fmt.Sprintf("%s was written back, but the API server holds %s", what, seen))
 	}
 	if saved.Rancher != nil {
 		if err := cluster.RestoreUpgradeStrategy(ctx, s.Client, saved.Rancher.UpgradeStrategy); err != nil {
-			return err
+			return nil, nil, err
 		}
-		saved.Rancher = nil
-	}
-	if saved.LonghornReplicaReplenishmentWaitInterval != nil {
-		if err := cluster.SetLonghornSetting(ctx, s.Client, cluster.LonghornReplicaReplenishmentWaitInterval,
-			*saved.LonghornReplicaReplenishmentWaitInterval); err != nil {
-			return err
+		cl, err := cluster.LocalCluster(ctx, s.APIReader)
+		if err != nil {
+			return nil, nil, err
 		}
-		saved.LonghornReplicaReplenishmentWaitInterval = nil
+		now, err := cluster.UpgradeStrategyJSON(cl)
+		if err != nil {
+			return nil, nil, err
+		}
+		settle("the upgrade strategy of the provisioning Cluster fleet-local/local", sameJSON(now, saved.Rancher.UpgradeStrategy),
+			rawText(now), func() { saved.Rancher = nil })
 	}
-	if saved.DeschedulerEnabled != nil {
-		if *saved.DeschedulerEnabled {
+	if want := saved.LonghornReplicaReplenishmentWaitInterval; want != nil {
+		if err := cluster.SetLonghornSetting(ctx, s.Client, cluster.LonghornReplicaReplenishmentWaitInterval, *want); err != nil {
+			return nil, nil, err
+		}
+		now, found, err := cluster.LonghornSetting(ctx, s.APIReader, cluster.LonghornReplicaReplenishmentWaitInterval)
+		if err != nil {
+			return nil, nil, err
+		}
+		settle(fmt.Sprintf("Longhorn setting %s (%s)", cluster.LonghornReplicaReplenishmentWaitInterval, *want), !found || now == *want, now,
+			func() { saved.LonghornReplicaReplenishmentWaitInterval = nil })
+	}
+	if want := saved.DeschedulerEnabled; want != nil {
+		if *want {
 			if err := cluster.SetAddonEnabled(ctx, s.Client, cluster.KubeSystemNamespace, cluster.DeschedulerAddon, true); err != nil {
-				return err
+				return nil, nil, err
 			}
 		}
-		saved.DeschedulerEnabled = nil
+		now, found, err := cluster.AddonEnabled(ctx, s.APIReader, cluster.KubeSystemNamespace, cluster.DeschedulerAddon)
+		if err != nil {
+			return nil, nil, err
+		}
+		settle(fmt.Sprintf("the descheduler Addon (enabled=%v)", *want), !found || now == *want, fmt.Sprintf("enabled=%v", now),
+			func() { saved.DeschedulerEnabled = nil })
 	}
-	if saved.KubeVirt != nil {
-		if err := cluster.SetWorkloadUpdateMethods(ctx, s.Client, ptr.Deref(saved.KubeVirt.WorkloadUpdateMethods, nil)); err != nil {
-			return err
+	if kv := saved.KubeVirt; kv != nil {
+		want := ptr.Deref(kv.WorkloadUpdateMethods, nil)
+		if err := cluster.SetWorkloadUpdateMethods(ctx, s.Client, want); err != nil {
+			return nil, nil, err
 		}
-		if saved.KubeVirt.ComparePatchAdded {
+		if kv.ComparePatchAdded {
 			if err := cluster.SetKubeVirtComparePatch(ctx, s.Client, false); err != nil {
-				return err
+				return nil, nil, err
 			}
 		}
-		saved.KubeVirt = nil
+		now, found, err := cluster.WorkloadUpdateMethods(ctx, s.APIReader)
+		if err != nil {
+			return nil, nil, err
+		}
+		patched, _, err := cluster.HasKubeVirtComparePatch(ctx, s.APIReader)
+		if err != nil {
+			return nil, nil, err
+		}
+		back := !found || (slices.Equal(now, want) && (now == nil) == (want == nil) && !(kv.ComparePatchAdded && patched))
+		settle(fmt.Sprintf("KubeVirt's workload update methods (%v)", want), back, fmt.Sprintf("%v (Fleet comparePatch present: %v)", now, patched),
+			func() { saved.KubeVirt = nil })
 	}
 	if *saved == (v1beta1.SavedSettings{}) {
 		s.Plan.Status.SavedSettings = nil
 	}
-	return nil
+	return restored, unsettled, nil
+}
+
+// rawText is a recorded JSON value as text, "none" for none.
+func rawText(raw *runtime.RawExtension) string {
+	if raw == nil || len(raw.Raw) == 0 || string(raw.Raw) == "null" {
+		return "none"
+	}
+	return string(raw.Raw)
+}
+
+// sameJSON reports whether two recorded JSON values are equal as data: the
+// API server stores a schemaless status field with its keys sorted.
+func sameJSON(a, b *runtime.RawExtension) bool {
+	var x, y any
+	if json.Unmarshal([]byte(rawText(a)), &x) != nil || json.Unmarshal([]byte(rawText(b)), &y) != nil {
+		return rawText(a) == rawText(b)
+	}
+	return reflect.DeepEqual(x, y)
 }

@@ -51,7 +51,12 @@ func (ClusterUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 	}
 	switch state, reason, msg := JobOutcome(job); state {
 	case JobSucceeded:
-		return Done(), nil
+		checks, err := clusterUpgradeChecks(ctx, s)
+		if err != nil {
+			return Result{}, err
+		}
+		return s.verify(gate{name: v1beta1.StepClusterUpgrade, what: "the cluster upgrade", since: finishedAt(job),
+			deadline: s.Config.Deadlines.Verify}, checks), nil
 	case JobFailed:
 		return Fail("%s", s.jobFailure(ctx, "upgrading the cluster's components failed", job, reason, msg)), nil
 	}

@@ -53,6 +53,13 @@ type Deadlines struct {
 	// Reboot: a node does not come back with the new OS after its upgrade
 	// (measured from when the node started waiting for it).
 	Reboot time.Duration
+	// Rancher: Rancher does not drain a node and upgrade its RKE2 after the
+	// node's VMs left it (measured from when the node became PreDrained).
+	Rancher time.Duration
+	// Verify: a step reported success but the cluster does not show its
+	// effect (measured from the success: the Job's completion, or the start
+	// of the final verification).
+	Verify time.Duration
 }
 
 // DefaultConfig returns the production configuration without the parts that
@@ -76,6 +83,8 @@ func DefaultConfig() Config {
 			Repo:          15 * time.Minute,
 			Metadata:      10 * time.Minute,
 			Reboot:        45 * time.Minute,
+			Rancher:       time.Hour,
+			Verify:        10 * time.Minute,
 		},
 	}
 }

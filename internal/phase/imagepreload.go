@@ -138,6 +138,22 @@ func trackNodePlan(ctx context.Context, s *Scope, nodes []corev1.Node, m nodePla
 		}
 		switch state, reason, msg := JobOutcome(j); state {
 		case JobSucceeded:
+			if s.nodeState(n.Name) != m.done {
+				// Once, as the node is done: the Job must have run there.
+				ran, err := s.ranOn(ctx, j)
+				if err != nil {
+					return Result{}, err
+				}
+				if ran != "" && ran != n.Name {
+					what := fmt.Sprintf("%s on node %s: Job %s/%s succeeded, but its pod ran on node %s, not %s: check the Plan's node affinity (kubectl -n %[3]s get job %[4]s -o yaml)",
+						m.what, n.Name, j.Namespace, j.Name, ran, n.Name)
+					s.setNodeState(n.Name, m.failed, v1beta1.ReasonWrongNode, what)
+					if failure == "" {
+						failure = what
+					}
+					continue
+				}
+			}
 			s.setNodeState(n.Name, m.done, "", "")
 		case JobFailed:
 			s.setNodeState(n.Name, m.failed, reason, msg)

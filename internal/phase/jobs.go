@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -177,4 +178,36 @@ func (s *Scope) lastLogLines(ctx context.Context, j *batchv1.Job) string {
 		return ""
 	}
 	return string(bytes.TrimRight(raw, "\n"))
+}
+
+// ranOn returns the node a Job's succeeded pod ran on, "" when no such pod
+// is left to tell (the pods go with the Job).
+func (s *Scope) ranOn(ctx context.Context, j *batchv1.Job) (string, error) {
+	if s.Kube == nil {
+		return "", nil
+	}
+	pods, err := s.Kube.CoreV1().Pods(j.Namespace).List(ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + j.Name})
+	if err != nil {
+		return "", fmt.Errorf("listing the pods of Job %s/%s: %w", j.Namespace, j.Name, err)
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodSucceeded {
+			return p.Spec.NodeName, nil
+		}
+	}
+	return "", nil
+}
+
+// finishedAt is when a Job finished: its completion time, else the last
+// transition of its Complete or Failed condition.
+func finishedAt(j *batchv1.Job) time.Time {
+	if j.Status.CompletionTime != nil {
+		return j.Status.CompletionTime.Time
+	}
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return j.CreationTimestamp.Time
 }

@@ -23,7 +23,8 @@ func (s *Scope) setNodeState(node string, state v1beta1.NodeUpgradeState, reason
 	if st.NodeUpgradeStatuses == nil {
 		st.NodeUpgradeStatuses = map[string]v1beta1.NodeUpgradeStatus{}
 	}
-	next := v1beta1.NodeUpgradeStatus{State: state, Reason: reason, Message: message, LastTransitionTime: cur.LastTransitionTime}
+	next := cur
+	next.State, next.Reason, next.Message = state, reason, message
 	if cur.State != state {
 		now := metav1.NewTime(s.Now())
 		next.LastTransitionTime = &now
@@ -39,3 +40,11 @@ func (s *Scope) nodeState(node string) v1beta1.NodeUpgradeState {
 
 // list joins names for a message.
 func list(names []string) string { return strings.Join(names, ", ") }
+
+// recordBoot records the boot ID and OS image a node reports as its OS
+// upgrade begins.
+func (s *Scope) recordBoot(node, bootID, osImage string) {
+	st := s.Plan.Status.NodeUpgradeStatuses[node]
+	st.PreviousBootID, st.PreviousOSImage = bootID, osImage
+	s.Plan.Status.NodeUpgradeStatuses[node] = st
+}

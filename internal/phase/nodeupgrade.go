@@ -14,8 +14,11 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/nodestate"
+	"github.com/harvester/upgrade-toolkit/internal/release"
 )
 
 // Bounds of the node Jobs.
@@ -68,8 +71,13 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 		if d.State != n.State || d.Reason != "" || d.Message != "" {
 			s.setNodeState(n.Name, d.State, d.Reason, d.Message)
 		}
+		if d.State != n.State && beginsOSUpgrade(d.State) {
+			// Recorded with the state, before the Job that reboots the node
+			// exists: the next boot ID is then proof of the reboot.
+			s.recordBoot(n.Name, n.Host.BootID, n.Host.OSImage)
+		}
 		if d.State != n.State && nodestate.Upgraded(d.State) {
-			s.Event(corev1.EventTypeNormal, v1beta1.EventNodeRebootVerified, "Node %s rebooted into %s", n.Name, s.Plan.Status.ReleaseMetadata.OS)
+			s.Event(corev1.EventTypeNormal, v1beta1.EventNodeRebootVerified, "Node %s rebooted into %s: %s", n.Name, s.Plan.Status.ReleaseMetadata.OS, d.Message)
 		}
 		if d.StartJob != "" {
 			if err := s.create(ctx, s.nodeJob(d.StartJob, n.Name), v1beta1.ComponentNodeUpgrade); err != nil {
@@ -172,6 +180,12 @@ func applyNodeUpgradeSettings(ctx context.Context, s *Scope, singleNode bool) er
 	return cluster.RollNodes(ctx, s.Client, s.Plan.Status.ReleaseMetadata.Kubernetes, *s.Plan.Status.ProvisionGeneration)
 }
 
+// beginsOSUpgrade reports whether a node entering state s is about to get
+// the Job that upgrades its OS and reboots it.
+func beginsOSUpgrade(s v1beta1.NodeUpgradeState) bool {
+	return s == v1beta1.NodeStatePostDraining || s == v1beta1.NodeStateSingleNodeUpgrading
+}
+
 // observation is what one pass saw of the nodes.
 type observation struct {
 	nodes []nodestate.Node
@@ -179,9 +193,9 @@ type observation struct {
 	jobs map[string]map[string]*batchv1.Job
 	// postDrainPending names machine-plan Secrets Rancher has not finished.
 	postDrainPending []string
-	// rebootDeadline is when the first node waiting for its reboot is
-	// overdue; zero when none waits.
-	rebootDeadline time.Time
+	// nextDeadline is when the first node waiting in a state with a
+	// deadline is overdue; zero when none waits.
+	nextDeadline time.Time
 }
 
 // observeNodes gathers, for each node, what the state machine decides on.
@@ -202,7 +216,7 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 		obs.jobs[t][j.Labels[v1beta1.LabelNode]] = j
 	}
 
-	requests := map[string]client.Object{}
+	planSecrets := map[string]client.Object{}
 	if !singleNode {
 		secrets, err := cluster.MachinePlans(ctx, s.Client)
 		if err != nil {
@@ -221,14 +235,17 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 				obs.postDrainPending = append(obs.postDrainPending, sec.Name)
 			}
 			if node := nodeOf[sec.Labels[cluster.LabelMachineName]]; node != "" {
-				requests[node] = sec
+				planSecrets[node] = sec
 			} // else a Machine without a node has nothing for us to drain
 		}
 	}
 
 	slices.Sort(obs.postDrainPending)
-	os := s.Plan.Status.ReleaseMetadata.OS
-	for _, n := range nodes {
+	rm := s.Plan.Status.ReleaseMetadata
+	target := nodestate.Target{OSImage: rm.OS, KubeletVersion: release.KubeletVersionOf(rm.Kubernetes)}
+	now := s.Clock.Now()
+	for i := range nodes {
+		n := &nodes[i]
 		st := s.Plan.Status.NodeUpgradeStatuses[n.Name]
 		o := nodestate.Node{
 			Name:              n.Name,
@@ -237,25 +254,85 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 			PreDrain:          jobOf(obs.jobs, v1beta1.JobTypePreDrain, n.Name),
 			PostDrain:         jobOf(obs.jobs, v1beta1.JobTypePostDrain, n.Name),
 			SingleNodeUpgrade: jobOf(obs.jobs, v1beta1.JobTypeSingleNodeUpgrade, n.Name),
+			Host:              hostOf(n),
+			Before:            nodestate.Host{BootID: st.PreviousBootID, OSImage: st.PreviousOSImage},
+			Target:            target,
 		}
-		if sec := requests[n.Name]; sec != nil {
+		sec := planSecrets[n.Name]
+		if sec != nil {
 			o.PreDrainRequested = pending(sec, cluster.AnnotationRancherPreDrain, v1beta1.AnnotationPreHook)
 			o.PostDrainRequested = pending(sec, cluster.AnnotationRancherPostDrain, v1beta1.AnnotationPostHook)
 		}
-		ready := nodeReady(&n)
-		o.Rebooted = ready && n.Status.NodeInfo.OSImage == os
-		o.RebootReport = fmt.Sprintf("waiting for the node to come back with OS %q; it reports %q and Ready=%v", os, n.Status.NodeInfo.OSImage, ready)
-		if st.State == v1beta1.NodeStateWaitingReboot && st.LastTransitionTime != nil {
-			deadline := st.LastTransitionTime.Add(s.Config.Deadlines.Reboot)
-			o.RebootOverdue = !s.Clock.Now().Before(deadline)
-			if obs.rebootDeadline.IsZero() || deadline.Before(obs.rebootDeadline) {
-				obs.rebootDeadline = deadline
+		if limit := s.stateDeadline(st.State); limit > 0 && st.LastTransitionTime != nil {
+			deadline := st.LastTransitionTime.Add(limit)
+			o.Overdue = !now.Before(deadline)
+			o.Waiting = fmt.Sprintf("since %s; fails at %s", timestamp(st.LastTransitionTime.Time), timestamp(deadline))
+			if obs.nextDeadline.IsZero() || deadline.Before(obs.nextDeadline) {
+				obs.nextDeadline = deadline
 			}
+		}
+		if st.State == v1beta1.NodeStatePreDrained && sec != nil {
+			report, err := describeMachine(ctx, s, sec)
+			if err != nil {
+				return nil, err
+			}
+			o.Rancher = report
 		}
 		obs.nodes = append(obs.nodes, o)
 	}
 	return obs, nil
 }
+
+// stateDeadline is how long a node may stay in a state that waits for
+// something outside the toolkit's Jobs (which have deadlines of their own).
+func (s *Scope) stateDeadline(state v1beta1.NodeUpgradeState) time.Duration {
+	switch state {
+	case v1beta1.NodeStatePreDrained:
+		return s.Config.Deadlines.Rancher
+	case v1beta1.NodeStateWaitingReboot:
+		return s.Config.Deadlines.Reboot
+	}
+	return 0
+}
+
+// The node upgrade reads a machine-plan Secret whole (the cache holds their
+// metadata only) to say how far Rancher's agent is with the node's plan.
+//
+// +kubebuilder:rbac:groups="",namespace=fleet-local,resources=secrets,verbs=get
+
+// describeMachine says what Rancher reports of the machine behind a
+// machine-plan Secret: one read of the Secret from the API server, for the
+// node Rancher holds.
+func describeMachine(ctx context.Context, s *Scope, sec client.Object) (string, error) {
+	progress, err := cluster.ReadPlanProgress(ctx, s.APIReader, sec.GetName())
+	if err != nil {
+		return "", err
+	}
+	m := &capiv1beta1.Machine{}
+	if found, err := s.get(ctx, cluster.FleetLocalNamespace, sec.GetLabels()[cluster.LabelMachineName], m); err != nil {
+		return "", err
+	} else if !found {
+		m = nil
+	}
+	cl := &provisioningv1.Cluster{}
+	if found, err := s.get(ctx, cluster.FleetLocalNamespace, cluster.LocalClusterName, cl); err != nil {
+		return "", err
+	} else if !found {
+		cl = nil
+	}
+	return cluster.DescribeMachine(m, sec, &progress, cl), nil
+}
+
+// hostOf is what a node reports of itself.
+func hostOf(n *corev1.Node) nodestate.Host {
+	return nodestate.Host{
+		Ready: cluster.NodeReady(n), BootID: n.Status.NodeInfo.BootID,
+		OSImage: n.Status.NodeInfo.OSImage, KubeletVersion: n.Status.NodeInfo.KubeletVersion,
+	}
+}
+
+// timestamp formats a time for messages.
+func timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // pending reports whether Rancher's hook request is set and not yet
 // acknowledged.
@@ -263,15 +340,6 @@ func pending(sec client.Object, request, ack string) bool {
 	a := sec.GetAnnotations()
 	v := a[request]
 	return v != "" && v != a[ack]
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // jobOf reads a node Job's status for the state machine.
@@ -345,7 +413,7 @@ func (s *Scope) nodeFailure(ctx context.Context, node string, d nodestate.Decisi
 		v1beta1.NodeStateSingleNodeUpgradeFailed: v1beta1.JobTypeSingleNodeUpgrade,
 	}[d.State]
 	what := fmt.Sprintf("upgrading node %s failed in %s", node, d.State)
-	if j := obs.jobs[jobType][node]; j != nil && d.Reason != "RebootTimeout" {
+	if j := obs.jobs[jobType][node]; j != nil && jobOf(obs.jobs, jobType, node).Status == nodestate.JobFailed {
 		return s.jobFailure(ctx, what, j, d.Reason, d.Message)
 	}
 	return fmt.Sprintf("%s: %s; no further node is drained: check the node, then delete this plan", what, d.Message)
@@ -415,6 +483,9 @@ func nodeUpgradeProgress(s *Scope, nodes []corev1.Node, obs *observation, restor
 			paused = append(paused, n.Name)
 		case nodestate.InDrainSlot(st) || st == v1beta1.NodeStateSingleNodeUpgrading:
 			active = fmt.Sprintf("upgrading node %s (%s)", n.Name, st)
+			if msg := s.Plan.Status.NodeUpgradeStatuses[n.Name].Message; msg != "" {
+				active = fmt.Sprintf("upgrading node %s (%s: %s)", n.Name, st, msg)
+			}
 			todo = append(todo, n.Name)
 		default:
 			todo = append(todo, n.Name)
@@ -439,9 +510,9 @@ func nodeUpgradeProgress(s *Scope, nodes []corev1.Node, obs *observation, restor
 		parts = append(parts, "restoring VMs on "+list(restoring))
 	}
 	r := Wait("%s", strings.Join(parts, "; "))
-	if !obs.rebootDeadline.IsZero() {
-		// Nothing changes when a reboot deadline passes: come back then.
-		r = r.After(max(obs.rebootDeadline.Sub(s.Clock.Now()), time.Second))
+	if !obs.nextDeadline.IsZero() {
+		// Nothing changes when a node's deadline passes: come back then.
+		r = r.After(max(obs.nextDeadline.Sub(s.Clock.Now()), time.Second))
 	}
 	return r
 }

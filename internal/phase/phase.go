@@ -46,6 +46,9 @@ type Result struct {
 	// RequeueAfter asks for another Run after this long even if nothing
 	// watched changes: for deadlines and things that cannot be watched.
 	RequeueAfter time.Duration
+	// Degraded, when not empty, says what has been missing for a while
+	// although the work reported success (the Degraded condition's message).
+	Degraded string
 }
 
 // Done is the result of a completed step.

@@ -74,7 +74,7 @@ func admitNodesReady(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult 
 	}
 	var r AdmissionResult
 	for _, n := range managed {
-		if ready := admissionNodeReady(n); ready == nil || ready.Status != corev1.ConditionTrue {
+		if ready := cluster.ReadyCondition(&n); !cluster.NodeReady(&n) {
 			r.add(admissionRefuse("node %q is not Ready%s; wait for it to be Ready or fix it before upgrading", n.Name, admissionNodeReadyDetail(ready)))
 		}
 		if n.Spec.Unschedulable {
@@ -83,15 +83,6 @@ func admitNodesReady(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult 
 		}
 	}
 	return r
-}
-
-func admissionNodeReady(n corev1.Node) *corev1.NodeCondition {
-	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == corev1.NodeReady {
-			return &n.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 func admissionNodeReadyDetail(c *corev1.NodeCondition) string {

@@ -194,10 +194,16 @@ func (r *Release) OSVersion() string { return strings.TrimPrefix(r.OS, OSPrefix)
 // (status.nodeInfo.kubeletVersion) once RKE2 is upgraded: RKE2 drops the
 // release candidate suffix there, so v1.35.2-rc1+rke2r1 reports
 // v1.35.2+rke2r1.
-func (r *Release) KubeletVersion() string {
-	m := rke2Version.FindStringSubmatch(r.Kubernetes)
+func (r *Release) KubeletVersion() string { return KubeletVersionOf(r.Kubernetes) }
+
+// KubeletVersionOf is the kubelet version of an RKE2 version (see
+// Release.KubeletVersion).
+func KubeletVersionOf(kubernetes string) string {
+	// Rancher also spells the build suffix with '-' (v1.35.2-rke2r1).
+	kubernetes = strings.Replace(kubernetes, "-rke2", "+rke2", 1)
+	m := rke2Version.FindStringSubmatch(kubernetes)
 	if m == nil || m[4] == "" {
-		return r.Kubernetes
+		return kubernetes
 	}
-	return strings.Replace(r.Kubernetes, m[4], "", 1)
+	return strings.Replace(kubernetes, m[4], "", 1)
 }

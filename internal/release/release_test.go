@@ -236,6 +236,7 @@ func TestKubeletVersion(t *testing.T) {
 		"v1.35.2+rke2r1":      "v1.35.2+rke2r1",
 		"v1.22.12-rc1+rke2r1": "v1.22.12+rke2r1",
 		"v1.35.2-rc12+rke2r3": "v1.35.2+rke2r3",
+		"v1.35.2-rke2r1":      "v1.35.2+rke2r1",
 	} {
 		r := &Release{Kubernetes: in}
 		if got := r.KubeletVersion(); got != want {

@@ -29,6 +29,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 )
 
 // bootstrap creates the objects of a running Harvester cluster as the real
@@ -54,6 +55,12 @@ func (s *Sim) bootstrap(ctx context.Context) error {
 		}},
 		s.kubeVirt(),
 		s.harvesterChart(),
+		deployedChart(cluster.HarvesterCRDManagedChart, c.From.HarvesterChart, nil),
+		{obj: &managementv3.Setting{ObjectMeta: metav1.ObjectMeta{Name: cluster.RancherServerVersionSetting}, Value: c.From.Rancher}},
+		{obj: &harvesterv1beta1.Addon{
+			ObjectMeta: metav1.ObjectMeta{Namespace: cluster.MonitoringNamespace, Name: cluster.MonitoringAddon},
+			Spec:       harvesterv1beta1.AddonSpec{Repo: "http://harvester-cluster-repo.cattle-system.svc/charts", Chart: "rancher-monitoring", Version: c.From.MonitoringChart, Enabled: true},
+		}, status: func(o client.Object) { o.(*harvesterv1beta1.Addon).Status.Status = cluster.AddonStateDeployed }},
 		{obj: &longhornv1beta2.Setting{
 			ObjectMeta: metav1.ObjectMeta{Namespace: cluster.LonghornNamespace, Name: cluster.LonghornReplicaReplenishmentWaitInterval},
 			Value:      "600",
@@ -210,6 +217,7 @@ func (s *Sim) createNode(ctx context.Context, name string, index int) error {
 	if s.kubelets != nil {
 		port = s.kubelets.port(name)
 	}
+	plan := nodePlan{KubernetesVersion: c.From.Kubernetes}.encode()
 	objs := []statusObject{
 		{obj: node, status: func(o client.Object) {
 			n := o.(*corev1.Node)
@@ -221,7 +229,7 @@ func (s *Sim) createNode(ctx context.Context, name string, index int) error {
 				Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip.String()}},
 				DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: port}},
 				NodeInfo: corev1.NodeSystemInfo{
-					MachineID: machine, SystemUUID: machine, BootID: bootID(name, c.From.OS),
+					MachineID: machine, SystemUUID: machine, BootID: newBootID(),
 					KernelVersion: "6.4.0-150600.23.53-default", OSImage: c.From.OS,
 					ContainerRuntimeVersion: "containerd://2.0.5-k3s1", KubeletVersion: c.From.Kubernetes,
 					OperatingSystem: "linux", Architecture: "amd64",
@@ -244,8 +252,9 @@ func (s *Sim) createNode(ctx context.Context, name string, index int) error {
 			},
 			Type: cluster.MachinePlanSecretType,
 			Data: map[string][]byte{
-				machinePlanKey: nodePlan{KubernetesVersion: c.From.Kubernetes}.encode(),
-				appliedPlanKey: nodePlan{KubernetesVersion: c.From.Kubernetes}.encode(),
+				cluster.MachinePlanKey:     plan,
+				cluster.AppliedPlanKey:     plan,
+				cluster.AppliedChecksumKey: []byte(cluster.PlanChecksum(plan)),
 			},
 		}},
 	}
@@ -277,10 +286,9 @@ func (s *Sim) nodeIP(index int) net.IP {
 	return net.IPv4(127, 0, 1, byte(index+1))
 }
 
-func bootID(node, osImage string) string {
-	sum := sha256.Sum256([]byte(node + "/" + osImage))
-	return hex.EncodeToString(sum[:16])
-}
+// newBootID is a new boot's ID, random like the kernel's
+// (/proc/sys/kernel/random/boot_id).
+func newBootID() string { return string(uuid.NewUUID()) }
 
 func nodeResources() corev1.ResourceList {
 	return corev1.ResourceList{
@@ -343,13 +351,18 @@ func (s *Sim) harvesterChart() statusObject {
 	values, _ := json.Marshal(map[string]any{"kubevirt": map[string]any{"spec": map[string]any{
 		"workloadUpdateStrategy": map[string]any{"workloadUpdateMethods": []string{"LiveMigrate"}},
 	}}})
+	return deployedChart(cluster.HarvesterManagedChart, s.cfg.From.HarvesterChart, &runtime.RawExtension{Raw: values})
+}
+
+// deployedChart is a ManagedChart of Harvester's that Fleet deployed.
+func deployedChart(name, version string, values *runtime.RawExtension) statusObject {
 	return statusObject{
 		obj: &managementv3.ManagedChart{
-			ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: cluster.HarvesterManagedChart},
+			ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: name},
 			Spec: managementv3.ManagedChartSpec{
-				Chart: "harvester", RepoName: "harvester-charts", ReleaseName: "harvester",
-				Version: strings.TrimPrefix(s.cfg.From.Harvester, "v"), DefaultNamespace: cluster.HarvesterNamespace,
-				TimeoutSeconds: 600, Values: &runtime.RawExtension{Raw: values},
+				Chart: name, RepoName: "harvester-charts", ReleaseName: name,
+				Version: version, DefaultNamespace: cluster.HarvesterNamespace,
+				TimeoutSeconds: 600, Values: values,
 			},
 		},
 		status: func(o client.Object) {

@@ -17,7 +17,9 @@ type Config struct {
 	// Witness adds a witness node (etcd only, no workloads).
 	Witness bool
 	// From is the release the cluster runs: Harvester (default v1.7.1),
-	// Kubernetes (default v1.34.4+rke2r1) and OS (default "Harvester <Harvester>").
+	// Kubernetes (default v1.34.4+rke2r1), OS (default "Harvester
+	// <Harvester>"), Rancher (default v2.13.1) and the monitoring chart;
+	// HarvesterChart is always Harvester without its "v".
 	From v1beta1.ReleaseMetadata
 	// To is the release a Version object describes and the repo serves
 	// (default v1.8.0 with Kubernetes v1.35.2+rke2r1, minimum upgradable
@@ -102,6 +104,13 @@ func (c *Config) setDefaults() {
 	if c.From.OS == "" {
 		c.From.OS = "Harvester " + c.From.Harvester
 	}
+	c.From.HarvesterChart = chartVersion(c.From.Harvester)
+	if c.From.Rancher == "" {
+		c.From.Rancher = "v2.13.1"
+	}
+	if c.From.MonitoringChart == "" {
+		c.From.MonitoringChart = "107.1.0+up69.8.2-rancher.15"
+	}
 	if c.To.Harvester == "" {
 		c.To.Harvester = "v1.8.0"
 	}
@@ -111,9 +120,7 @@ func (c *Config) setDefaults() {
 	if c.To.OS == "" {
 		c.To.OS = "Harvester " + c.To.Harvester
 	}
-	if c.To.HarvesterChart == "" {
-		c.To.HarvesterChart = strings.TrimPrefix(c.To.Harvester, "v")
-	}
+	c.To.HarvesterChart = chartVersion(c.To.Harvester)
 	if c.To.Rancher == "" {
 		c.To.Rancher = "v2.14.0"
 	}
@@ -236,3 +243,11 @@ func defaultVMs(nodes []string, perNode, nonMigratable int) []VM {
 	}
 	return vms
 }
+
+// chartVersion is the version of the harvester chart that runs a Harvester
+// version: the same without the "v". The simulated Harvester reports the
+// version of the chart Fleet deployed.
+func chartVersion(harvester string) string { return strings.TrimPrefix(harvester, "v") }
+
+// harvesterVersion is the Harvester version a harvester chart version runs.
+func harvesterVersion(chart string) string { return "v" + chart }

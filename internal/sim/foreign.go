@@ -23,17 +23,12 @@ const (
 	labelMachineEtcd         = "rke.cattle.io/etcd-role"
 	labelMachineWorker       = "rke.cattle.io/worker-role"
 	labelMachineClusterName  = "rke.cattle.io/cluster-name"
-	// machinePlanKey holds the node plan in the machine-plan Secret: the
-	// Kubernetes version and provisionGeneration the machine must run;
-	// appliedPlanKey is the plan the machine runs.
-	machinePlanKey        = "plan"
-	appliedPlanKey        = "appliedPlan"
-	drainErrorPDB         = "Cannot evict pod as it would violate the pod's disruption budget."
-	labelNodeControlPlane = "node-role.kubernetes.io/control-plane"
-	labelNodeEtcd         = "node-role.kubernetes.io/etcd"
-	labelNodeMaster       = "node-role.kubernetes.io/master"
-	labelNodeWorker       = "node-role.kubernetes.io/worker"
-	labelHostname         = "kubernetes.io/hostname"
+	drainErrorPDB            = "Cannot evict pod as it would violate the pod's disruption budget."
+	labelNodeControlPlane    = "node-role.kubernetes.io/control-plane"
+	labelNodeEtcd            = "node-role.kubernetes.io/etcd"
+	labelNodeMaster          = "node-role.kubernetes.io/master"
+	labelNodeWorker          = "node-role.kubernetes.io/worker"
+	labelHostname            = "kubernetes.io/hostname"
 
 	// KubeVirt.
 	runStrategyAlways             = "Always"

@@ -248,9 +248,12 @@ func (r *jobRunner) start(job *batchv1.Job, jt string) *jobRun {
 	go func() {
 		begin := time.Now()
 		var err error
-		if f := r.s.faults.job(jt, jobNode(snapshot)); f != nil {
+		switch f := r.s.faults.job(jt, jobNode(snapshot)); {
+		case f != nil:
 			err = &jobFailure{reason: f.Reason, message: fmt.Sprintf("injected fault: %s", f.Message)}
-		} else if work != nil {
+		case r.s.faults.emptyJob(jt, jobNode(snapshot)):
+			r.s.log.Info("job exits 0 having done nothing (injected fault)", "job", run.key, "type", jt)
+		case work != nil:
 			err = work(ctx, snapshot)
 		}
 		if !sleepCtx(ctx, r.s.cfg.Timing.job(jt)-time.Since(begin)) {

@@ -21,8 +21,10 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
+	"github.com/harvester/upgrade-toolkit/internal/release"
 )
 
 // The simulated work of each job type: the effects the real job commands
@@ -75,19 +77,60 @@ func releaseOf(plan *v1beta1.UpgradePlan) (*v1beta1.ReleaseMetadata, error) {
 	return rm, nil
 }
 
-// clusterUpgradeWork upgrades the cluster's components: the running
-// Harvester version becomes the target's.
+// clusterUpgradeWork upgrades the cluster's components as the
+// cluster-upgrade Job does: the Harvester charts to the release's chart
+// version (Fleet deploys them and the new Harvester reports its version),
+// Rancher to the release's (the new Rancher reports it), the monitoring
+// add-on to the release's chart; then it waits until Fleet deployed the
+// charts.
 func (s *Sim) clusterUpgradeWork(ctx context.Context, job *batchv1.Job) error {
 	_, rm, err := s.jobRelease(ctx, job)
 	if err != nil {
 		return err
 	}
-	setting := &harvesterv1beta1.Setting{ObjectMeta: metav1.ObjectMeta{Name: cluster.ServerVersionSetting}}
-	return s.mutate(ctx, setting, false, func() bool {
-		if setting.Value == rm.Harvester {
+	charts := []string{cluster.HarvesterCRDManagedChart, cluster.HarvesterManagedChart}
+	for _, name := range charts {
+		mc := &managementv3.ManagedChart{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: name}}
+		if err := s.mutate(ctx, mc, false, func() bool {
+			if mc.Spec.Version == rm.HarvesterChart && !mc.Spec.Paused {
+				return false
+			}
+			mc.Spec.Version, mc.Spec.Paused = rm.HarvesterChart, false
+			return true
+		}); err != nil {
+			return fmt.Errorf("upgrading ManagedChart %s: %w", name, err)
+		}
+	}
+	rancher := &managementv3.Setting{ObjectMeta: metav1.ObjectMeta{Name: cluster.RancherServerVersionSetting}}
+	if err := s.mutate(ctx, rancher, false, func() bool {
+		if rancher.Value == rm.Rancher {
 			return false
 		}
-		setting.Value = rm.Harvester
+		rancher.Value = rm.Rancher
+		return true
+	}); err != nil {
+		return fmt.Errorf("upgrading Rancher: %w", err)
+	}
+	addon := &harvesterv1beta1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.MonitoringNamespace, Name: cluster.MonitoringAddon}}
+	if err := s.mutate(ctx, addon, false, func() bool {
+		if addon.Spec.Version == rm.MonitoringChart {
+			return false
+		}
+		addon.Spec.Version = rm.MonitoringChart
+		return true
+	}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("upgrading the monitoring add-on: %w", err)
+	}
+	return s.poll(ctx, func() bool {
+		for _, name := range charts {
+			mc := &managementv3.ManagedChart{}
+			if s.c.Get(ctx, client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: name}, mc) != nil {
+				return false
+			}
+			if ok, _ := cluster.ChartDeployed(mc, rm.HarvesterChart); !ok {
+				return false
+			}
+		}
 		return true
 	})
 }
@@ -162,7 +205,7 @@ func (s *Sim) singleNodeUpgradeWork(ctx context.Context, job *batchv1.Job) error
 	}); err != nil {
 		return fmt.Errorf("setting the Kubernetes version of cluster fleet-local/local: %w", err)
 	}
-	want := kubeletVersion(rm.Kubernetes)
+	want := release.KubeletVersionOf(rm.Kubernetes)
 	if err := s.poll(ctx, func() bool {
 		n := &corev1.Node{}
 		return s.c.Get(ctx, types.NamespacedName{Name: node}, n) == nil && n.Status.NodeInfo.KubeletVersion == want
@@ -298,12 +341,6 @@ func (s *Sim) poll(ctx context.Context, done func() bool) error {
 	return wait.PollUntilContextCancel(ctx, pollInterval, true, func(context.Context) (bool, error) { return done(), nil })
 }
 
-// kubeletVersion is the version a kubelet reports for a Rancher Kubernetes
-// version, which may spell the build suffix with '-' (v1.35.2-rke2r1).
-func kubeletVersion(k8s string) string {
-	return strings.Replace(k8s, "-rke2", "+rke2", 1)
-}
-
 // reboot is a node reboot the simulator has scheduled, kept in an annotation
 // of the Node: once the Job that asked for it is complete, the node goes
 // NotReady, and after the reboot time it comes back with the new OS.
@@ -323,7 +360,7 @@ const annotationReboot = "sim.upgrade-toolkit.harvesterhci.io/reboot"
 // kubelet once the Job completes, like the reboot unit the node jobs install.
 // A node listed in FaultSet.NeverReturn stays down.
 func (s *Sim) ScheduleReboot(ctx context.Context, node string, job *batchv1.Job, osImage, kubelet string) error {
-	r := reboot{Job: job.Namespace + "/" + job.Name, OSImage: osImage, KubeletVersion: kubeletVersion(kubelet)}
+	r := reboot{Job: job.Namespace + "/" + job.Name, OSImage: osImage, KubeletVersion: release.KubeletVersionOf(kubelet)}
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err

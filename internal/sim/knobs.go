@@ -87,10 +87,15 @@ type ImportFault struct {
 	Message string
 }
 
-// FaultSet is the set of faults injected into the simulated cluster.
+// FaultSet is the set of faults injected into the simulated cluster. Some
+// make a step fail; the others make a step report success while its effect
+// is missing, which the toolkit must catch itself.
 type FaultSet struct {
 	// FailJobs lists Jobs that fail instead of doing their work.
 	FailJobs []JobFault
+	// EmptyJobs lists Jobs that exit 0 having done nothing (Reason and
+	// Message are not used).
+	EmptyJobs []JobFault
 	// FailImport, when set, makes ISO imports fail.
 	FailImport *ImportFault
 	// NeverReturn lists nodes that go NotReady on reboot and never come back.
@@ -98,6 +103,20 @@ type FaultSet struct {
 	// StallDrain lists nodes whose drain never finishes: Rancher keeps
 	// reporting a PodDisruptionBudget eviction error.
 	StallDrain []string
+	// StuckVersion: Harvester never reports the new version in its
+	// server-version Setting, although Fleet deployed the new chart (the new
+	// harvester pods never become ready).
+	StuckVersion bool
+	// FallbackBoot lists nodes that come back from their reboot on the OS
+	// image they ran before (the bootloader's fallback entry), with a new
+	// boot ID.
+	FallbackBoot []string
+	// PlanNeverApplies lists nodes whose RKE2 plan Rancher's agent never
+	// applies: Rancher drains the node, then waits for the plan forever.
+	PlanNeverApplies []string
+	// KubeletStaysOld lists nodes whose agent reports the RKE2 plan applied
+	// while the kubelet keeps its old version.
+	KubeletStaysOld []string
 }
 
 // faults guards the fault set, which tests and the demo may change while the
@@ -116,7 +135,18 @@ func (f *faults) replace(set FaultSet) {
 func (f *faults) job(jobType, node string) *JobFault {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	for _, jf := range f.set.FailJobs {
+	return matchJob(f.set.FailJobs, jobType, node)
+}
+
+// emptyJob reports whether the Job exits 0 without doing its work.
+func (f *faults) emptyJob(jobType, node string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return matchJob(f.set.EmptyJobs, jobType, node) != nil
+}
+
+func matchJob(faults []JobFault, jobType, node string) *JobFault {
+	for _, jf := range faults {
 		if jf.Type == jobType && (jf.Node == "" || jf.Node == node) {
 			out := jf
 			return &out
@@ -137,15 +167,36 @@ func (f *faults) importFault(namespace, name string) *ImportFault {
 }
 
 func (f *faults) neverReturns(node string) bool {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return slices.Contains(f.set.NeverReturn, node)
+	return f.nodeIn(func(s *FaultSet) []string { return s.NeverReturn }, node)
 }
 
 func (f *faults) drainStalls(node string) bool {
+	return f.nodeIn(func(s *FaultSet) []string { return s.StallDrain }, node)
+}
+
+func (f *faults) fallsBack(node string) bool {
+	return f.nodeIn(func(s *FaultSet) []string { return s.FallbackBoot }, node)
+}
+
+func (f *faults) planNeverApplies(node string) bool {
+	return f.nodeIn(func(s *FaultSet) []string { return s.PlanNeverApplies }, node)
+}
+
+func (f *faults) kubeletStaysOld(node string) bool {
+	return f.nodeIn(func(s *FaultSet) []string { return s.KubeletStaysOld }, node)
+}
+
+func (f *faults) versionStuck() bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return slices.Contains(f.set.StallDrain, node)
+	return f.set.StuckVersion
+}
+
+// nodeIn reports whether the node is in one of the fault set's node lists.
+func (f *faults) nodeIn(list func(*FaultSet) []string, node string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return slices.Contains(list(&f.set), node)
 }
 
 // stepClock remembers when a timed step began, so that a reconciler can wait

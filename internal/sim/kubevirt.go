@@ -243,14 +243,7 @@ func vmTarget(n *corev1.Node) bool {
 	return true
 }
 
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
+func nodeReady(n *corev1.Node) bool { return cluster.NodeReady(n) }
 
 // fits reports whether the instance's node selector and required node
 // affinity admit the node.

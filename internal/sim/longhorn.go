@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
 )
 
@@ -75,10 +76,8 @@ func (s *Sim) reconcileVolume(ctx context.Context, req reconcile.Request) (recon
 }
 
 func readySince(n *corev1.Node) time.Time {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.LastTransitionTime.Time
-		}
+	if c := cluster.ReadyCondition(n); c != nil {
+		return c.LastTransitionTime.Time
 	}
 	return time.Time{}
 }

@@ -71,10 +71,15 @@ func (s *Sim) reconcileNodeAgent(ctx context.Context, req reconcile.Request) (re
 	if left := time.Until(r.Since.Add(s.cfg.Timing.Reboot)); left > 0 {
 		return reconcile.Result{RequeueAfter: left}, nil
 	}
-	if err := s.setNodeUp(ctx, node.Name, r.OSImage, r.KubeletVersion); err != nil {
+	osImage := r.OSImage
+	if s.faults.fallsBack(node.Name) {
+		// The bootloader's fallback entry: the OS the node ran before.
+		osImage = node.Status.NodeInfo.OSImage
+	}
+	if err := s.setNodeUp(ctx, node.Name, osImage, r.KubeletVersion); err != nil {
 		return reconcile.Result{}, err
 	}
-	s.log.V(1).Info("node rebooted", "node", node.Name, "osImage", r.OSImage)
+	s.log.V(1).Info("node rebooted", "node", node.Name, "osImage", osImage)
 	return reconcile.Result{}, s.setReboot(ctx, node.Name, nil)
 }
 
@@ -141,7 +146,7 @@ func (s *Sim) setNodeUp(ctx context.Context, node, osImage, kubelet string) erro
 		setReady(n, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status")
 		n.Status.NodeInfo.OSImage = osImage
 		n.Status.NodeInfo.KubeletVersion = kubelet
-		n.Status.NodeInfo.BootID = bootID(node, osImage)
+		n.Status.NodeInfo.BootID = newBootID()
 		return true
 	})
 }

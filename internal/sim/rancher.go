@@ -21,6 +21,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
+	"github.com/harvester/upgrade-toolkit/internal/release"
 )
 
 // The simulated Rancher rolls a new Kubernetes version or provisionGeneration
@@ -60,6 +61,18 @@ type rolloutMachine struct {
 	node         string
 	controlPlane bool
 	applied      nodePlan
+}
+
+// role names the machine's role as Rancher's messages do.
+func (m *rolloutMachine) role() string {
+	l := m.machine.Labels
+	switch {
+	case l[labelMachineControlPlane] == "true":
+		return "control plane"
+	case l[labelMachineEtcd] == "true":
+		return "etcd"
+	}
+	return "worker"
 }
 
 func (m *rolloutMachine) inDrain() bool {
@@ -106,7 +119,7 @@ func (s *Sim) reconcileRancher(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := s.setClusterReady(ctx, cl, fmt.Sprintf("configuring node %s (machine %s): %s", current.node, current.machine.Name, step)); err != nil {
+	if err := s.setClusterReady(ctx, cl, fmt.Sprintf("configuring %s node(s) %s: %s", current.role(), current.machine.Name, step)); err != nil {
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: wait}, nil
@@ -135,7 +148,7 @@ func (s *Sim) rolloutMachines(ctx context.Context) ([]*rolloutMachine, error) {
 		if sec == nil || m.Status.NodeRef == nil {
 			continue
 		}
-		applied, _ := decodeNodePlan(sec.Data[appliedPlanKey])
+		applied, _ := decodeNodePlan(sec.Data[cluster.AppliedPlanKey])
 		out = append(out, &rolloutMachine{
 			machine: m, secret: sec, node: m.Status.NodeRef.Name, applied: applied,
 			controlPlane: m.Labels[labelMachineControlPlane] == "true" || m.Labels[labelMachineEtcd] == "true",
@@ -299,17 +312,28 @@ func (s *Sim) undrain(ctx context.Context, m *rolloutMachine, value string) (str
 	return "uncordoning node", 0, s.annotate(ctx, m.secret, clear)
 }
 
-// applyPlan is the node running the new plan: its kubelet reports the new
-// version.
+// applyPlan is Rancher writing the machine's new plan into its Secret, then
+// the node's rancher-system-agent applying it: the kubelet runs the new
+// version, and the agent reports the plan's checksum (applied-checksum),
+// which Rancher copies into appliedPlan.
 func (s *Sim) applyPlan(ctx context.Context, m *rolloutMachine, desired nodePlan) (string, time.Duration, error) {
+	if current, _ := decodeNodePlan(m.secret.Data[cluster.MachinePlanKey]); current != desired {
+		sec := m.secret.DeepCopy()
+		sec.Data[cluster.MachinePlanKey] = desired.encode()
+		return "waiting for plan to be applied", 0, s.c.Update(ctx, sec)
+	}
+	if s.faults.planNeverApplies(m.node) {
+		// Look again later: a test may lift the fault.
+		return "waiting for plan to be applied", time.Second, nil
+	}
 	step := "apply/" + m.machine.Name
 	if wait := s.steps.remaining(step, s.cfg.Timing.DrainStep); wait > 0 {
-		return "upgrading Kubernetes", wait, nil
+		return "waiting for plan to be applied", wait, nil
 	}
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: m.node}}
-	want := kubeletVersion(desired.KubernetesVersion)
+	want := release.KubeletVersionOf(desired.KubernetesVersion)
 	if err := s.mutate(ctx, n, true, func() bool {
-		if n.Status.NodeInfo.KubeletVersion == want {
+		if n.Status.NodeInfo.KubeletVersion == want || s.faults.kubeletStaysOld(m.node) {
 			return false
 		}
 		n.Status.NodeInfo.KubeletVersion = want
@@ -318,13 +342,13 @@ func (s *Sim) applyPlan(ctx context.Context, m *rolloutMachine, desired nodePlan
 		return "", 0, fmt.Errorf("upgrading the kubelet of node %s: %w", m.node, err)
 	}
 	sec := m.secret.DeepCopy()
-	sec.Data[machinePlanKey] = desired.encode()
-	sec.Data[appliedPlanKey] = desired.encode()
+	sec.Data[cluster.AppliedChecksumKey] = []byte(cluster.PlanChecksum(sec.Data[cluster.MachinePlanKey]))
+	sec.Data[cluster.AppliedPlanKey] = sec.Data[cluster.MachinePlanKey]
 	if err := s.c.Update(ctx, sec); err != nil {
 		return "", 0, err
 	}
 	s.steps.forget(step)
-	return "upgrading Kubernetes", 0, nil
+	return "waiting for plan to be applied", 0, nil
 }
 
 // annotate sets (or, for "", removes) annotations of a plan Secret.

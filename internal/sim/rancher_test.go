@@ -197,8 +197,8 @@ func TestRancherRollsNodesOneByOneThroughTheHooks(t *testing.T) {
 		sec := &corev1.Secret{}
 		get(t, client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: machinePlanSecretName(machineName(name))}, sec)
 		var applied nodePlan
-		if err := json.Unmarshal(sec.Data[appliedPlanKey], &applied); err != nil || applied.ProvisionGeneration != 1 {
-			t.Errorf("machine of %s: applied plan %s", name, sec.Data[appliedPlanKey])
+		if err := json.Unmarshal(sec.Data[cluster.AppliedPlanKey], &applied); err != nil || applied.ProvisionGeneration != 1 {
+			t.Errorf("machine of %s: applied plan %s", name, sec.Data[cluster.AppliedPlanKey])
 		}
 	}
 }

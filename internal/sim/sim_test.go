@@ -80,6 +80,7 @@ func wipe(t *testing.T) {
 		&kubevirtv1.VirtualMachineInstanceMigrationList{}, &longhornv1beta2.SettingList{}, &longhornv1beta2.VolumeList{},
 		&batchv1.JobList{}, &appsv1.DeploymentList{}, &corev1.ServiceList{}, &discoveryv1.EndpointSliceList{},
 		&corev1.PersistentVolumeClaimList{}, &corev1.PodList{}, &corev1.ConfigMapList{}, &corev1.SecretList{},
+		&managementv3.SettingList{},
 	}
 	for _, list := range lists {
 		if err := c.List(ctx, list); err != nil {

@@ -108,7 +108,7 @@ func CRDs() ([]*apiextv1.CustomResourceDefinition, error) {
 // Namespaces the toolkit works in; created in every test API server.
 var Namespaces = []string{
 	cluster.HarvesterNamespace, cluster.CattleNamespace, cluster.FleetLocalNamespace,
-	cluster.LonghornNamespace, cluster.KubeSystemNamespace,
+	cluster.LonghornNamespace, cluster.KubeSystemNamespace, cluster.MonitoringNamespace,
 }
 
 // Start starts an API server, installs the CRDs and creates the namespaces.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -27,6 +28,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
+	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/sim"
 	"github.com/harvester/upgrade-toolkit/internal/simrun"
 )
@@ -48,7 +50,9 @@ type scenario struct {
 	during func(t *testing.T, ctx context.Context, run *simrun.Run, p *v1beta1.UpgradePlan)
 	// restarts kills the manager at a random moment of every phase.
 	restarts bool
-	want     v1beta1.UpgradePlanPhase
+	// deadlines shortens the manager's deadlines for the scenario.
+	deadlines func(*phase.Deadlines)
+	want      v1beta1.UpgradePlanPhase
 	// failure is what the failure message must say.
 	failure string
 }
@@ -122,6 +126,9 @@ func (sc scenario) run(t *testing.T) *v1beta1.UpgradePlan {
 		}
 	}()
 	run.PhaseConfig().Deadlines.Reboot = 10 * time.Second
+	if sc.deadlines != nil {
+		sc.deadlines(&run.PhaseConfig().Deadlines)
+	}
 	before := readSettings(t, ctx, run.Client)
 
 	plan, err := run.CreatePlan(ctx, sc.spec, nil)
@@ -151,6 +158,9 @@ func (sc scenario) run(t *testing.T) *v1beta1.UpgradePlan {
 		if c := final.Condition(v1beta1.ConditionProgressing); c == nil || !strings.Contains(c.Message, sc.failure) {
 			t.Errorf("failure message %+v does not say %q", c, sc.failure)
 		}
+	}
+	if sc.want == v1beta1.PhaseSucceeded {
+		checkVerified(t, final)
 	}
 	violations, err := run.Violations(ctx, plan.Name)
 	if err != nil {
@@ -236,7 +246,7 @@ func TestFailures(t *testing.T) {
 		"image cleanup": {sim: sim.Config{Nodes: 2, Faults: jobFault(sim.JobImageCleanup, "node-2")},
 			failure: "every node runs the new release, but removing the previous release's images on node node-2 failed"},
 		"node never comes back": {sim: sim.Config{Nodes: 2, Faults: sim.FaultSet{NeverReturn: []string{"node-1"}}},
-			failure: "the node did not come back with the new OS in time"},
+			failure: "the node did not come back on the new OS in time: waiting for the node to come back on \"Harvester v1.8.0\": it is not Ready"},
 	}
 	for name, sc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -291,4 +301,172 @@ func TestVersionIsSnapshotted(t *testing.T) {
 	if strings.Contains(p.Status.Version.ISOURL, "elsewhere") || !slices.Contains([]bool{edited}, true) {
 		t.Errorf("version snapshot %+v (edited %v)", p.Status.Version, edited)
 	}
+}
+
+// checkVerified: a Succeeded plan lists the checks it ran, every one passed.
+func checkVerified(t *testing.T, p *v1beta1.UpgradePlan) {
+	t.Helper()
+	want := []string{
+		"ClusterUpgrade/HarvesterVersion", "ClusterUpgrade/HarvesterCharts", "ClusterUpgrade/RancherVersion",
+		"ClusterUpgrade/ManagedCharts", "ClusterUpgrade/Addons",
+		"Final/HarvesterVersion", "Final/NodesUpgraded", "Final/SettingsRestored", "Final/NothingLeft",
+	}
+	got := map[string]v1beta1.Check{}
+	for _, c := range p.Status.Checks {
+		got[c.Name] = c
+	}
+	for _, name := range want {
+		c, ok := got[name]
+		if !ok || c.Result != v1beta1.CheckPassed {
+			t.Errorf("check %s: %+v, want Passed (checks %+v)", name, c, p.Status.Checks)
+		}
+	}
+	if c := got["Final/NodesUpgraded"]; !strings.Contains(c.Message, "Harvester v1.8.0") {
+		t.Errorf("Final/NodesUpgraded does not name the OS image: %q", c.Message)
+	}
+}
+
+// TestLies: for each way a step can report success while its effect is
+// missing, the plan never reaches Succeeded, and its message names the node
+// or object with the value expected and the value seen. Each case logs the
+// time from the lie to the Failed phase.
+func TestLies(t *testing.T) {
+	short := func(d *phase.Deadlines) {
+		d.Verify, d.Rancher, d.Reboot = 5*time.Second, 8*time.Second, 8*time.Second
+	}
+	empty := func(typ, node string) sim.FaultSet {
+		return sim.FaultSet{EmptyJobs: []sim.JobFault{{Type: typ, Node: node}}}
+	}
+	tests := map[string]struct {
+		sc scenario
+		// since is when the lie was told: the moment the plan entered a
+		// phase, or node-2 a state.
+		phase v1beta1.UpgradePlanPhase
+		state v1beta1.NodeUpgradeState
+		// within bounds the time from the lie to Failed.
+		within time.Duration
+	}{
+		"the cluster-upgrade Job does nothing": {
+			sc: scenario{sim: sim.Config{Nodes: 2, Faults: empty(sim.JobClusterUpgrade, "")},
+				failure: "ManagedChart fleet-local/harvester asks for version 1.7.1, expected 1.8.0"},
+			phase: v1beta1.PhaseClusterUpgrading, within: 4 * time.Second,
+		},
+		"Harvester never reports the new version": {
+			sc: scenario{sim: sim.Config{Nodes: 2, Faults: sim.FaultSet{StuckVersion: true}},
+				failure: "Harvester reports version v1.7.1 (Setting harvesterhci.io server-version), expected v1.8.0"},
+			phase: v1beta1.PhaseClusterUpgrading, within: 5*time.Second + 4*time.Second,
+		},
+		"a node boots its old OS image": {
+			sc: scenario{sim: sim.Config{Nodes: 3, Faults: sim.FaultSet{FallbackBoot: []string{"node-2"}}},
+				failure: `upgrading node node-2 failed in PostDrainFailed: the node came back from its reboot`},
+			state: v1beta1.NodeStateWaitingReboot, within: 4 * time.Second,
+		},
+		"Rancher never applies a node's RKE2 plan": {
+			sc: scenario{sim: sim.Config{Nodes: 3, Faults: sim.FaultSet{PlanNeverApplies: []string{"node-2"}}},
+				failure: "upgrading node node-2 failed in PostDrainFailed: waiting for Rancher to drain the node and upgrade RKE2 to v1.35.2+rke2r1; Rancher reports: machine custom-"},
+			state: v1beta1.NodeStatePreDrained, within: 8*time.Second + 4*time.Second,
+		},
+		"a kubelet keeps its old version": {
+			sc: scenario{sim: sim.Config{Nodes: 3, Faults: sim.FaultSet{KubeletStaysOld: []string{"node-2"}}},
+				failure: "the kubelet reports v1.34.4+rke2r1, not v1.35.2+rke2r1"},
+			state: v1beta1.NodeStatePreDrained, within: 8*time.Second + 4*time.Second,
+		},
+		"the post-drain Job does nothing": {
+			sc: scenario{sim: sim.Config{Nodes: 2, Faults: empty(sim.JobPostDrain, "node-2")},
+				failure: `the node did not come back on the new OS in time: waiting for the node to reboot into "Harvester v1.8.0": it is Ready on "Harvester v1.7.1"`},
+			state: v1beta1.NodeStateWaitingReboot, within: 8*time.Second + 4*time.Second,
+		},
+		"the single-node Job does nothing": {
+			sc: scenario{sim: sim.Config{Nodes: 1, Faults: empty(sim.JobSingleNodeUpgrade, "node-1")},
+				failure: `upgrading node node-1 failed in SingleNodeUpgradeFailed: the node did not come back on the new OS in time`},
+			within: 8*time.Second + 6*time.Second,
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			var since time.Time
+			tt.sc.want, tt.sc.deadlines = v1beta1.PhaseFailed, short
+			tt.sc.during = func(_ *testing.T, _ context.Context, _ *simrun.Run, p *v1beta1.UpgradePlan) {
+				node := "node-2"
+				if p.Status.SingleNode != nil {
+					node = *p.Status.SingleNode
+				}
+				st := p.Status.NodeUpgradeStatuses[node]
+				switch {
+				case !since.IsZero():
+				case tt.phase != "" && p.Status.CurrentPhase == tt.phase:
+					since = time.Now()
+				case tt.state != "" && st.State == tt.state:
+					since = time.Now()
+				case tt.phase == "" && tt.state == "" && st.State == v1beta1.NodeStateWaitingReboot:
+					since = time.Now()
+				}
+			}
+			final := tt.sc.run(t)
+			failedAt, _ := lastTransition(final, v1beta1.PhaseFailed)
+			if since.IsZero() {
+				t.Fatal("the plan never reached the moment of the lie")
+			}
+			took := failedAt.Sub(since.Truncate(time.Second))
+			t.Logf("from the lie to Failed: %s (the API stores seconds)", took)
+			if took > tt.within {
+				t.Errorf("the plan failed %s after the lie, want within %s", took, tt.within)
+			}
+			if c := final.Condition(v1beta1.ConditionProgressing); c != nil {
+				t.Logf("failure: %s", c.Message)
+			}
+		})
+	}
+}
+
+// TestFallbackBootFailsAtOnce: a node that comes back from its reboot on
+// the old OS image fails the plan within seconds of its return, long
+// before the reboot deadline.
+func TestFallbackBootFailsAtOnce(t *testing.T) {
+	var backAt time.Time
+	final := scenario{
+		sim:       sim.Config{Nodes: 2, Faults: sim.FaultSet{FallbackBoot: []string{"node-1"}}},
+		deadlines: func(d *phase.Deadlines) { d.Reboot = 10 * time.Minute },
+		during: func(t *testing.T, ctx context.Context, run *simrun.Run, p *v1beta1.UpgradePlan) {
+			if p.Status.CurrentPhase != v1beta1.PhaseFailed || !backAt.IsZero() {
+				return
+			}
+			n := &corev1.Node{}
+			if err := run.Client.Get(ctx, client.ObjectKey{Name: "node-1"}, n); err != nil {
+				t.Error(err)
+				return
+			}
+			if c := cluster.ReadyCondition(n); c != nil && c.Status == corev1.ConditionTrue {
+				backAt = c.LastTransitionTime.Time
+			}
+		},
+		want:    v1beta1.PhaseFailed,
+		failure: `on OS image "Harvester v1.7.1", not the release's "Harvester v1.8.0"`,
+	}.run(t)
+	st := final.Status.NodeUpgradeStatuses["node-1"]
+	if st.State != v1beta1.NodeStatePostDrainFailed || st.Reason != v1beta1.ReasonFallbackBoot {
+		t.Fatalf("node-1: %+v", st)
+	}
+	if !strings.Contains(st.Message, "boot entries") || st.PreviousBootID == "" {
+		t.Errorf("node-1's message does not say what to check, or no boot ID was recorded: %+v", st)
+	}
+	failedAt, _ := lastTransition(final, v1beta1.PhaseFailed)
+	if backAt.IsZero() {
+		t.Fatal("node-1 was not back Ready when the plan failed")
+	}
+	took := failedAt.Sub(backAt)
+	t.Logf("node-1 back Ready at %s, plan Failed at %s: %s (the API stores seconds)", backAt, failedAt, took)
+	if took > 5*time.Second {
+		t.Errorf("the plan failed %s after node-1 came back, want within seconds (the reboot deadline is 10m)", took)
+	}
+}
+
+// lastTransition is when the plan last entered a phase.
+func lastTransition(p *v1beta1.UpgradePlan, ph v1beta1.UpgradePlanPhase) (time.Time, bool) {
+	for i := len(p.Status.PhaseTransitionTimestamps) - 1; i >= 0; i-- {
+		if e := p.Status.PhaseTransitionTimestamps[i]; e.Phase == ph {
+			return e.PhaseTransitionTimestamp.Time, true
+		}
+	}
+	return time.Time{}, false
 }

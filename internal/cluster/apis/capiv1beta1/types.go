@@ -44,13 +44,32 @@ type MachineSpec struct {
 	ClusterName string `json:"clusterName"`
 }
 
-// MachineStatus reports the machine's node and phase.
+// MachineStatus reports the machine's node, phase and conditions.
 type MachineStatus struct {
 	// +optional
 	NodeRef *corev1.ObjectReference `json:"nodeRef,omitempty"`
 	// Phase is e.g. Provisioning, Running, Deleting, Failed.
 	// +optional
 	Phase string `json:"phase,omitempty"`
+	// Conditions are CAPI's (Ready, BootstrapReady, InfrastructureReady,
+	// NodeHealthy) and Rancher's (e.g. PlanApplied) about the machine.
+	// +optional
+	Conditions []Condition `json:"conditions,omitempty"`
+}
+
+// Condition is a CAPI v1beta1 condition.
+type Condition struct {
+	Type   string `json:"type"`
+	Status string `json:"status"`
+	// Severity is Error, Warning or Info when Status is False.
+	// +optional
+	Severity string `json:"severity,omitempty"`
+	// +optional
+	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty"`
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // MachineList is a list of Machines.

@@ -1,0 +1,21 @@
+package cluster
+
+import corev1 "k8s.io/api/core/v1"
+
+// ReadyCondition returns the node's Ready condition, or nil when its
+// kubelet never reported one.
+func ReadyCondition(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// NodeReady reports whether the node is Ready: its kubelet posts status and
+// reports it healthy.
+func NodeReady(n *corev1.Node) bool {
+	c := ReadyCondition(n)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
