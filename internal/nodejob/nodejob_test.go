@@ -455,7 +455,7 @@ func TestImageCleanup(t *testing.T) {
 	}
 
 	// A release without the previous version's list: nothing to compare.
-	old := jobtest.Plan(t, env.Client, func(p *v1beta1.UpgradePlan) { p.Status.PreviousVersion = ptr.To("v1.6.0") })
+	old := jobtest.Plan(t, env.Client, func(p *v1beta1.UpgradePlan) { p.Status.PreviousVersion = ptr.To("v1.7.0") })
 	h = &hosttest.Fake{Present: []string{"docker.io/rancher/harvester:v1.7.1"}}
 	j = &nodejob.Job{Client: env.Client, Host: h, Plan: old.Name, Node: "n1", RepoURL: url, Timeouts: fastTimeouts()}
 	if err := j.Run(t.Context(), nodejob.TypeImageCleanup); err != nil || len(h.Ops()) != 0 {

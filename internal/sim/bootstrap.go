@@ -354,7 +354,7 @@ func (s *Sim) harvesterChart() statusObject {
 		},
 		status: func(o client.Object) {
 			mc := o.(*managementv3.ManagedChart)
-			mc.Status = managementv3.ManagedChartStatus{ObservedGeneration: mc.Generation, Conditions: []common.Condition{readyTrue()}}
+			mc.Status.ObservedGeneration, mc.Status.Conditions = mc.Generation, []common.Condition{readyTrue()}
 		},
 	}
 }
