@@ -161,6 +161,7 @@ const (
 	StepTraefikConfig              = "rke2-traefik-config"
 	actionCleanLegacyCAPIWebhooks  = "clean-legacy-capi-webhooks"
 	actionForceRefreshRancherChart = "refresh-rancher-charts"
+	actionTokenRotationOff         = "rancher-token-rotation-off"
 )
 
 func (u *Upgrade) steps() []step {

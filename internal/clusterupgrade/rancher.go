@@ -328,7 +328,7 @@ func (h *HelmRancher) Upgrade(ctx context.Context, rel *release.Release, opts Ra
 // rotation (from Harvester v1.9) breaks Harvester's long-lived tokens.
 func rancherFeatures(target string) string {
 	features := []string{"multi-cluster-management=false", "multi-cluster-management-agent=false", "managed-system-upgrade-controller=false"}
-	if atLeast(target, "v1.9") {
+	if ok, _ := AppliesTo(actionTokenRotationOff, "", target); ok {
 		features = append(features, "crt-token-ttl-rotation=false")
 	}
 	return strings.Join(features, ",")

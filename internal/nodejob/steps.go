@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
+	"github.com/harvester/upgrade-toolkit/internal/waitfor"
 )
 
 // The steps of each job, in order.
@@ -37,6 +40,7 @@ func (j *Job) preDrainSteps() []step {
 		{"wait for the evacuation PodDisruptionBudgets", j.waitEvacuationPDBs},
 		{"remove the old canal configuration", j.removeCanalConfig},
 		{"disable RKE2's snapshot charts", j.disableRKE2Charts},
+		{"switch RKE2's ingress controller to Traefik", j.switchIngress},
 	}
 }
 
@@ -64,7 +68,11 @@ func (j *Job) singleNodeSteps() []step {
 		{"download the new OS image", j.downloadRootfs},
 		{"record and stop the VMs", j.shutDownNonMigratable},
 		{"wait for the VMs to stop", j.waitVMsGone(false)},
+		// Fleet is left to finish the cluster upgrade's charts before RKE2
+		// restarts under it.
+		{"wait for Fleet's bundles", j.waitBundles},
 		{"configure the kubelet", j.configureKubelet},
+		{"switch RKE2's ingress controller to Traefik", j.switchIngress},
 		{"upgrade RKE2", j.upgradeRKE2},
 		{"wait for the new RKE2", j.waitKubelet},
 		{"remove the staged RKE2 archives", j.cleanRKE2Archives},
@@ -106,4 +114,26 @@ func (j *Job) upgradeRKE2(ctx context.Context, s *state) error {
 		return fmt.Errorf("setting kubernetesVersion %s on the provisioning Cluster %s/%s: %w", s.release.Kubernetes, cl.Namespace, cl.Name, err)
 	}
 	return nil
+}
+
+// +kubebuilder:rbac:groups=fleet.cattle.io,resources=bundles,verbs=list
+// +kubebuilder:rbac:groups=management.cattle.io,resources=managedcharts,verbs=list
+
+// waitBundles waits a while for Fleet's bundles to be ready and reports the
+// ones that are not: as in Harvester's upgrade, they do not hold up the
+// node's upgrade.
+func (j *Job) waitBundles(ctx context.Context, _ *state) error {
+	w := waitfor.Wait{What: "every Fleet bundle to be ready", Timeout: j.Timeouts.Bundles, Interval: j.Timeouts.Interval}
+	err := w.Until(ctx, func(ctx context.Context) (bool, string, error) {
+		left, err := cluster.BundlesNotReady(ctx, j.Client)
+		if err != nil {
+			return false, "", err
+		}
+		return len(left) == 0, strings.Join(left, ", "), nil
+	})
+	if err != nil && ctx.Err() == nil {
+		log.FromContext(ctx).Info("some Fleet bundles are not ready; the upgrade goes on: check them after it (kubectl get bundles -A)", "reason", err.Error())
+		return nil
+	}
+	return err
 }

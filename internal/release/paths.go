@@ -127,3 +127,61 @@ func cmpUint(a, b uint64) int {
 	}
 	return 0
 }
+
+// VersionStep says for which upgrades a step of the cluster upgrade or a
+// node job is needed: Harvester's upgrade scripts run some steps only from
+// some releases, or only to some.
+type VersionStep struct {
+	// Step is the step's id (or an action's, within a step).
+	Step string
+	// From is the release line the cluster must run (v1.7: v1.7.0,
+	// v1.7.1-rc1, v1.7-head); empty means any.
+	From string
+	// To is the oldest release line the upgrade may go to; a target that
+	// names no line (master-head) counts as newer. Empty means any.
+	To string
+	// Why the step is needed on that path.
+	Why string
+}
+
+// VersionSteps are a job's per-version steps, as data.
+type VersionSteps []VersionStep
+
+// AppliesTo says whether a step runs on the upgrade from previous to
+// target, and when not, why. A step not listed runs on every path.
+func (steps VersionSteps) AppliesTo(id, previous, target string) (bool, string) {
+	for _, vs := range steps {
+		if vs.Step != id {
+			continue
+		}
+		if vs.From != "" && !inSeries(previous, vs.From) {
+			return false, fmt.Sprintf("only upgrades from %s need it (%s); this one is from %s", vs.From, vs.Why, orUnknown(previous))
+		}
+		if vs.To != "" && !AtLeast(target, vs.To) {
+			return false, fmt.Sprintf("only upgrades to %s or newer need it (%s); this one is to %s", vs.To, vs.Why, orUnknown(target))
+		}
+	}
+	return true, ""
+}
+
+// inSeries reports whether version belongs to the release line series.
+func inSeries(version, series string) bool {
+	v, ok := ParseSeries(version)
+	want, _ := ParseSeries(series)
+	return ok && v == want
+}
+
+// AtLeast reports whether version is of the release line series or a newer
+// one; a version that names no line (master-head) counts as newer.
+func AtLeast(version, series string) bool {
+	v, ok := ParseSeries(version)
+	want, _ := ParseSeries(series)
+	return !ok || v.Compare(want) >= 0
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "an unknown release"
+	}
+	return s
+}
