@@ -332,16 +332,21 @@ func TestRollout(t *testing.T) {
 }
 
 func TestLonghornManagerReady(t *testing.T) {
-	ds := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Image: "m:new"}}}}},
-		Status: appsv1.DaemonSetStatus{NumberReady: 2}}
-	if ok, says := clusterupgrade.LonghornManagerReady(ds, "m:new", 3); ok || says != "image m:new, 2 of 3 nodes ready" {
-		t.Errorf("two of three nodes: %v %q", ok, says)
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Generation: 2},
+		Spec:   appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Image: "m:new"}}}}},
+		Status: appsv1.DaemonSetStatus{ObservedGeneration: 2, UpdatedNumberScheduled: 2, NumberReady: 3}}
+	if ok, says := clusterupgrade.LonghornManagerReady(ds, "m:new", 3); ok || says != "image m:new, 2 of 3 nodes updated, 3 ready" {
+		t.Errorf("two of three nodes updated: %v %q", ok, says)
 	}
-	ds.Status.NumberReady = 3
+	ds.Status.UpdatedNumberScheduled = 3
 	if ok, _ := clusterupgrade.LonghornManagerReady(ds, "m:old", 3); ok {
 		t.Error("the old image is ready")
 	}
 	if ok, _ := clusterupgrade.LonghornManagerReady(ds, "m:new", 3); !ok {
 		t.Error("the new image on every node is not ready")
+	}
+	ds.Generation = 3
+	if ok, says := clusterupgrade.LonghornManagerReady(ds, "m:new", 3); ok || !strings.Contains(says, "not seen the latest spec") {
+		t.Errorf("a spec the controller has not seen: %v %q", ok, says)
 	}
 }

@@ -116,14 +116,21 @@ func (u *Upgrade) waitLonghorn(ctx context.Context, _ *run) error {
 }
 
 // LonghornManagerReady judges the longhorn-manager DaemonSet: it runs image
-// and is ready on nodes nodes.
+// and its pods of that spec are ready on nodes nodes. (Harvester's script
+// counts ready pods only, which the old pods are while the new spec rolls
+// out: the DaemonSet controller must also have seen the spec and updated
+// the pods.)
 func LonghornManagerReady(ds *appsv1.DaemonSet, image string, nodes int) (bool, string) {
 	running := ""
 	if cs := ds.Spec.Template.Spec.Containers; len(cs) > 0 {
 		running = cs[0].Image
 	}
-	status := fmt.Sprintf("image %s, %d of %d nodes ready", running, ds.Status.NumberReady, nodes)
-	return running == image && int(ds.Status.NumberReady) >= nodes, status
+	st := ds.Status
+	status := fmt.Sprintf("image %s, %d of %d nodes updated, %d ready", running, st.UpdatedNumberScheduled, nodes, st.NumberReady)
+	if st.ObservedGeneration < ds.Generation {
+		return false, status + "; the DaemonSet controller has not seen the latest spec yet"
+	}
+	return running == image && int(st.UpdatedNumberScheduled) >= nodes && int(st.NumberReady) >= nodes, status
 }
 
 // workloadNodes counts the managed nodes that are not witness nodes.

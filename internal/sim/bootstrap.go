@@ -64,10 +64,14 @@ func (s *Sim) bootstrap(ctx context.Context) error {
 		}, status: func(o client.Object) { o.(*harvesterv1beta1.Addon).Status.Status = cluster.AddonStateDeployed }},
 	}
 	objs = append(objs, s.volumes()...)
+	objs = append(objs, s.componentObjects()...)
 	for _, o := range objs {
 		if err := s.createWithStatus(ctx, o); err != nil {
 			return err
 		}
+	}
+	if err := s.createHelmReleases(ctx); err != nil {
+		return err
 	}
 	for _, vm := range c.VMs {
 		if err := s.createVM(ctx, vm); err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/clusterupgrade"
 )
 
 // Config describes the simulated cluster and how its actors behave. Start
@@ -17,7 +18,8 @@ type Config struct {
 	// Witness adds a witness node (etcd only, no workloads).
 	Witness bool
 	// From is the release the cluster runs: Harvester (default v1.7.1),
-	// Kubernetes (default v1.34.4+rke2r1) and OS (default "Harvester <Harvester>").
+	// Kubernetes (default v1.34.4+rke2r1), OS (default "Harvester
+	// <Harvester>") and Rancher (default v2.12.3).
 	From v1beta1.ReleaseMetadata
 	// To is the release a Version object describes and the repo serves
 	// (default v1.8.0 with Kubernetes v1.35.2+rke2r1, minimum upgradable
@@ -53,9 +55,13 @@ type Config struct {
 	Timing Timing
 	// Faults are injected from the start; SetFaults changes them later.
 	Faults FaultSet
-	// RealJobs runs the toolkit's own code for the node jobs and restore-vm
-	// in-process instead of their simulated work (see realJobWorks).
+	// RealJobs runs the toolkit's own code for the node jobs, restore-vm and
+	// the cluster upgrade in-process instead of their simulated work (see
+	// realJobWorks).
 	RealJobs bool
+	// ClusterUpgradeTimeouts replaces the real cluster-upgrade Job's bounds
+	// (default: ClusterUpgradeTimeouts).
+	ClusterUpgradeTimeouts *clusterupgrade.Timeouts
 	// JobWork replaces the simulated work of a job type, e.g. with the real
 	// job command run in-process.
 	JobWork map[string]JobWork
@@ -101,6 +107,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.From.OS == "" {
 		c.From.OS = "Harvester " + c.From.Harvester
+	}
+	if c.From.Rancher == "" {
+		c.From.Rancher = "v2.12.3"
 	}
 	if c.To.Harvester == "" {
 		c.To.Harvester = "v1.8.0"

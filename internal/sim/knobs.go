@@ -41,6 +41,9 @@ type Timing struct {
 	// ReplicaRebuild is how long a Longhorn volume stays degraded after the
 	// node of one of its replicas came back.
 	ReplicaRebuild time.Duration
+	// ChartDeploy is how long Fleet takes to deploy a chart's new version,
+	// and Harvester an add-on's.
+	ChartDeploy time.Duration
 }
 
 // DemoTiming returns step durations that make an upgrade visible to a person
@@ -58,6 +61,7 @@ func DemoTiming() Timing {
 		Reboot:         time.Second,
 		Migration:      300 * time.Millisecond,
 		ReplicaRebuild: 500 * time.Millisecond,
+		ChartDeploy:    300 * time.Millisecond,
 	}
 }
 
@@ -98,7 +102,25 @@ type FaultSet struct {
 	// StallDrain lists nodes whose drain never finishes: Rancher keeps
 	// reporting a PodDisruptionBudget eviction error.
 	StallDrain []string
+	// Unresponsive lists components that stop reacting to the cluster
+	// upgrade (ComponentFleet, ComponentAddons, ...).
+	Unresponsive []string
 }
+
+// Components FaultSet.Unresponsive can stop.
+const (
+	// ComponentFleet never deploys a Bundle's new generation.
+	ComponentFleet = "fleet"
+	// ComponentFleetAgent never redeploys Fleet's agent.
+	ComponentFleetAgent = "fleet-agent"
+	// ComponentAddons: Harvester's add-on controller never redeploys an
+	// add-on.
+	ComponentAddons = "addons"
+	// ComponentKubeVirt: virt-operator never reaches the new version.
+	ComponentKubeVirt = "kubevirt"
+	// ComponentLonghorn: Longhorn's manager never rolls out again.
+	ComponentLonghorn = "longhorn"
+)
 
 // faults guards the fault set, which tests and the demo may change while the
 // simulation runs.
@@ -140,6 +162,12 @@ func (f *faults) neverReturns(node string) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return slices.Contains(f.set.NeverReturn, node)
+}
+
+func (f *faults) unresponsive(component string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return slices.Contains(f.set.Unresponsive, component)
 }
 
 func (f *faults) drainStalls(node string) bool {

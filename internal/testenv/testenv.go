@@ -109,6 +109,7 @@ func CRDs() ([]*apiextv1.CustomResourceDefinition, error) {
 var Namespaces = []string{
 	cluster.HarvesterNamespace, cluster.CattleNamespace, cluster.FleetLocalNamespace,
 	cluster.LonghornNamespace, cluster.KubeSystemNamespace,
+	cluster.FleetSystemNamespace, cluster.FleetLocalSystemNamespace, cluster.MonitoringNamespace, cluster.LoggingNamespace,
 }
 
 // Start starts an API server, installs the CRDs and creates the namespaces.
