@@ -130,20 +130,20 @@ func HelmReleaseSecret(r *HelmRelease) (*corev1.Secret, error) {
 func DecodeHelmRelease(s *corev1.Secret) (*HelmRelease, error) {
 	raw, err := base64.StdEncoding.DecodeString(string(s.Data[helmReleaseKey]))
 	if err != nil {
-		return nil, fmt.Errorf("Helm release Secret %s/%s: %w", s.Namespace, s.Name, err)
+		return nil, fmt.Errorf("reading the Helm release Secret %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	if len(raw) > 2 && raw[0] == 0x1f && raw[1] == 0x8b {
 		zr, err := gzip.NewReader(bytes.NewReader(raw))
 		if err != nil {
-			return nil, fmt.Errorf("Helm release Secret %s/%s: %w", s.Namespace, s.Name, err)
+			return nil, fmt.Errorf("reading the Helm release Secret %s/%s: %w", s.Namespace, s.Name, err)
 		}
 		if raw, err = io.ReadAll(zr); err != nil {
-			return nil, fmt.Errorf("Helm release Secret %s/%s: %w", s.Namespace, s.Name, err)
+			return nil, fmt.Errorf("reading the Helm release Secret %s/%s: %w", s.Namespace, s.Name, err)
 		}
 	}
 	r := &HelmRelease{}
 	if err := json.Unmarshal(raw, r); err != nil {
-		return nil, fmt.Errorf("Helm release Secret %s/%s: %w", s.Namespace, s.Name, err)
+		return nil, fmt.Errorf("reading the Helm release Secret %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	return r, nil
 }

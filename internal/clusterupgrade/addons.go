@@ -178,7 +178,7 @@ func (u *Upgrade) applyAddon(ctx context.Context, r *run, c addonChange) error {
 	}
 	spec, err := c.spec(a)
 	if err != nil {
-		return fmt.Errorf("Addon %s: %w", c.key, err)
+		return fmt.Errorf("changing Addon %s: %w", c.key, err)
 	}
 	at, waiting := r.progress.value(addonKey(c.key))
 	if !waiting {

@@ -211,7 +211,7 @@ func (u *Upgrade) checkLocalRKEState(ctx context.Context, _ *run) error {
 		return fmt.Errorf("reading Secret %s: %w", key, err)
 	}
 	if s.Type == corev1.SecretTypeOpaque {
-		return fmt.Errorf("Secret %s is of type %s, which Rancher v2.7 and newer cannot use (they need %s): Harvester's upgrade to v1.2 converts it, and this cluster never went through it; "+
+		return fmt.Errorf("the Secret %s is of type %s, which Rancher v2.7 and newer cannot use (they need %s): Harvester's upgrade to v1.2 converts it, and this cluster never went through it; "+
 			"convert it as Harvester's upgrade_manifests.sh update_local_rke_state_secret does (scale Rancher to 0, recreate the Secret with the new type, scale Rancher back), then run the upgrade again",
 			key, s.Type, cluster.LocalRKEStateSecretType)
 	}

@@ -28,7 +28,7 @@ type OlderPathStep struct {
 // has where each comes from).
 var OlderPathSteps = []OlderPathStep{
 	{"v1.7.0", "migrates Longhorn's v1beta1 custom resources to v1beta2 (migrate_longhorn_v1beta1_crds)"},
-	{"v1.7.0", "generates NetworkManager's configuration and keeps the node's hostname (generate_networkmanager_config, generate_hostname_persistance)"},
+	{"v1.7.0", "generates NetworkManager's configuration and keeps the node's hostname (generate_networkmanager_config and its hostname override)"},
 	{"v1.4.3", "fixes the units of Grafana's VM dashboards (migrations v1.4.0 and v1.4.2)"},
 	{"v1.4.0", "updates the ClusterRole harvesterhci.io:csi-driver (upgrade_harvester_csi_rbac)"},
 	{"v1.3.1", "adds Fleet comparePatches and values to the harvester, monitoring and logging charts (migrations/managed_charts v1.0.0 to v1.3.0)"},

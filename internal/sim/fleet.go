@@ -140,7 +140,8 @@ func (s *Sim) reconcileBundle(ctx context.Context, req reconcile.Request) (recon
 		return reconcile.Result{}, nil
 	}
 	b.Status = st
-	return reconcile.Result{Requeue: true}, s.c.Status().Update(ctx, b)
+	// The status update brings the Bundle back for its next state.
+	return reconcile.Result{}, s.c.Status().Update(ctx, b)
 }
 
 // chartDeployed has what a deployed chart brings happen; only the harvester

@@ -244,7 +244,7 @@ func (s *Sim) reconcileClusterRepo(ctx context.Context, req reconcile.Request) (
 	}
 	err := s.c.Status().Update(ctx, repo)
 	if apierrors.IsConflict(err) {
-		return reconcile.Result{Requeue: true}, nil
+		return reconcile.Result{RequeueAfter: pollInterval}, nil
 	}
 	return reconcile.Result{}, err
 }
