@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/fleetv1alpha1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
+	"github.com/harvester/upgrade-toolkit/internal/waitfor"
 )
 
 // Fleet's objects.
@@ -88,4 +92,25 @@ func BundlesNotReady(ctx context.Context, c client.Reader) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// WaitBundles waits, at most timeout, for every Fleet Bundle to be ready,
+// and reports the ones that are not without failing: as in Harvester's
+// upgrade, they do not hold the upgrade up (the charts' own waits caught
+// what matters), and the operator fixes them after. It fails only when ctx
+// ends.
+func WaitBundles(ctx context.Context, c client.Reader, timeout, interval time.Duration) error {
+	w := waitfor.Wait{What: "every Fleet bundle to be ready", Timeout: timeout, Interval: interval}
+	err := w.Until(ctx, func(ctx context.Context) (bool, string, error) {
+		left, err := BundlesNotReady(ctx, c)
+		if err != nil {
+			return false, "", err
+		}
+		return len(left) == 0, strings.Join(left, ", "), nil
+	})
+	if err != nil && ctx.Err() == nil {
+		log.FromContext(ctx).Info("some Fleet bundles are not ready; the upgrade goes on: check them after it (kubectl get bundles -A)", "reason", err.Error())
+		return nil
+	}
+	return err
 }

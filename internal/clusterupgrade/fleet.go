@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -315,22 +314,8 @@ func (u *Upgrade) restoreFleetConfig(ctx context.Context, r *run) error {
 	return u.mergePatch(ctx, cm, map[string]any{"data": map[string]string{cluster.FleetControllerConfigKey: string(out)}}, false)
 }
 
-// waitFleetBundles waits a while for every Fleet Bundle to be ready, and
-// reports the ones that are not: as in Harvester's upgrade, they do not
-// hold it up (the charts' own waits caught what matters), the operator
-// fixes them after.
+// waitFleetBundles waits a while for every Fleet Bundle to be ready and
+// reports the ones that are not (cluster.WaitBundles).
 func (u *Upgrade) waitFleetBundles(ctx context.Context, _ *run) error {
-	w := u.wait("every Fleet bundle to be ready", u.Timeouts.Bundles, "")
-	err := w.Until(ctx, func(ctx context.Context) (bool, string, error) {
-		left, err := cluster.BundlesNotReady(ctx, u.Client)
-		if err != nil {
-			return false, "", err
-		}
-		return len(left) == 0, strings.Join(left, ", "), nil
-	})
-	if err != nil && ctx.Err() == nil {
-		log.FromContext(ctx).Info("some Fleet bundles are not ready; the upgrade goes on: check them after it (kubectl get bundles -A)", "reason", err.Error())
-		return nil
-	}
-	return err
+	return cluster.WaitBundles(ctx, u.Client, u.Timeouts.Bundles, u.Timeouts.Interval)
 }

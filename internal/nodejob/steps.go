@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
-	"github.com/harvester/upgrade-toolkit/internal/waitfor"
 )
 
 // The steps of each job, in order.
@@ -119,21 +116,9 @@ func (j *Job) upgradeRKE2(ctx context.Context, s *state) error {
 // +kubebuilder:rbac:groups=fleet.cattle.io,resources=bundles,verbs=list
 // +kubebuilder:rbac:groups=management.cattle.io,resources=managedcharts,verbs=list
 
-// waitBundles waits a while for Fleet's bundles to be ready and reports the
-// ones that are not: as in Harvester's upgrade, they do not hold up the
+// waitBundles waits a while for Fleet's bundles to be ready and reports
+// the ones that are not (cluster.WaitBundles): they do not hold up the
 // node's upgrade.
 func (j *Job) waitBundles(ctx context.Context, _ *state) error {
-	w := waitfor.Wait{What: "every Fleet bundle to be ready", Timeout: j.Timeouts.Bundles, Interval: j.Timeouts.Interval}
-	err := w.Until(ctx, func(ctx context.Context) (bool, string, error) {
-		left, err := cluster.BundlesNotReady(ctx, j.Client)
-		if err != nil {
-			return false, "", err
-		}
-		return len(left) == 0, strings.Join(left, ", "), nil
-	})
-	if err != nil && ctx.Err() == nil {
-		log.FromContext(ctx).Info("some Fleet bundles are not ready; the upgrade goes on: check them after it (kubectl get bundles -A)", "reason", err.Error())
-		return nil
-	}
-	return err
+	return cluster.WaitBundles(ctx, j.Client, j.Timeouts.Bundles, j.Timeouts.Interval)
 }
