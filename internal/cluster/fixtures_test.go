@@ -18,7 +18,9 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/catalogv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/fleetv1alpha1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/helmv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
@@ -114,6 +116,26 @@ func fixtures() []fixture {
 			&catalogv1.ClusterRepo{ObjectMeta: objMeta("", "harvester-charts"),
 				Spec:   catalogv1.ClusterRepoSpec{URL: "http://harvester-cluster-repo.cattle-system/charts", ForceUpdate: &metav1.Time{Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}},
 				Status: catalogv1.ClusterRepoStatus{DownloadTime: metav1.Time{Time: time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)}, ObservedGeneration: 1}}},
+		{schema.GroupResource{Group: "management.cattle.io", Resource: "clusters"}, false, true,
+			&managementv3.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "local", Annotations: map[string]string{"rancher.io/imported-cluster-version-management": "false"}},
+				Status: managementv3.ClusterStatus{Conditions: conds}}},
+		{schema.GroupResource{Group: "cluster.x-k8s.io", Resource: "clusters"}, true, true,
+			&capiv1beta1.Cluster{ObjectMeta: objMeta(cluster.FleetLocalNamespace, "local"), Status: capiv1beta1.ClusterStatus{Phase: "Provisioned", ObservedGeneration: 1}}},
+		{schema.GroupResource{Group: "fleet.cattle.io", Resource: "clusters"}, true, true,
+			&fleetv1alpha1.Cluster{ObjectMeta: objMeta(cluster.FleetLocalNamespace, "local"), Spec: fleetv1alpha1.ClusterSpec{RedeployAgentGeneration: 3},
+				Status: fleetv1alpha1.ClusterStatus{AgentDeployedGeneration: ptr.To[int64](3), AgentTLSMode: "strict", Conditions: conds}}},
+		{schema.GroupResource{Group: "fleet.cattle.io", Resource: "bundles"}, true, true,
+			&fleetv1alpha1.Bundle{ObjectMeta: objMeta(cluster.FleetLocalNamespace, "mcc-harvester"),
+				Spec: fleetv1alpha1.BundleSpec{Paused: true, Helm: &fleetv1alpha1.HelmOptions{Version: "1.8.0", TimeoutSeconds: 600}, ValuesHash: "abc"},
+				Status: fleetv1alpha1.BundleStatus{ObservedGeneration: 2, Unavailable: 1, Conditions: conds,
+					Summary: fleetv1alpha1.BundleSummary{Ready: 0, DesiredReady: 1, WaitApplied: 1}, Display: fleetv1alpha1.BundleDisplay{ReadyClusters: "0/1", State: "WaitApplied"}}}},
+		{schema.GroupResource{Group: "helm.cattle.io", Resource: "helmchartconfigs"}, true, false,
+			&helmv1.HelmChartConfig{ObjectMeta: objMeta(cluster.KubeSystemNamespace, "rke2-multus"), Spec: helmv1.HelmChartConfigSpec{FailurePolicy: "abort", ValuesContent: "a: b\n"}}},
+		{schema.GroupResource{Group: "longhorn.io", Resource: "instancemanagers"}, true, true,
+			&longhornv1beta2.InstanceManager{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.LonghornNamespace, Name: "instance-manager-1", Labels: map[string]string{"longhorn.io/node": "n1"}},
+				Spec: longhornv1beta2.InstanceManagerSpec{Image: "longhornio/longhorn-instance-manager:v1.11.0", NodeID: "n1"}, Status: longhornv1beta2.InstanceManagerStatus{CurrentState: "running"}}},
+		{schema.GroupResource{Group: "longhorn.io", Resource: "nodes"}, true, true,
+			&longhornv1beta2.Node{ObjectMeta: objMeta(cluster.LonghornNamespace, "n1"), Status: longhornv1beta2.NodeStatus{Conditions: conds}}},
 	}
 }
 

@@ -154,3 +154,111 @@ const (
 	LonghornNodeDrainPolicy    = "node-drain-policy"
 	LonghornDetachWhenCordoned = "detach-manually-attached-volumes-when-cordoned"
 )
+
+// Rancher's objects the cluster upgrade changes or waits for.
+const (
+	// RancherWebhookDeployment runs Rancher's admission webhook.
+	RancherWebhookDeployment = "rancher-webhook"
+	// Helm releases that come with Rancher (the release's
+	// rancherDependencies) and their namespaces.
+	RancherRelease        = "rancher"
+	FleetRelease          = "fleet"
+	FleetCRDRelease       = "fleet-crd"
+	RancherWebhookRelease = "rancher-webhook"
+	// RancherChartsRepo is Rancher's own chart repository; Rancher
+	// recreates it and RancherRKE2ChartsRepo, RancherPartnerChartsRepo and
+	// the Setting ChartDefaultBranchSetting when they are missing, which
+	// the upgrade relies on (rancher/rancher#36914).
+	RancherChartsRepo         = "rancher-charts"
+	RancherRKE2ChartsRepo     = "rancher-rke2-charts"
+	RancherPartnerChartsRepo  = "rancher-partner-charts"
+	ChartDefaultBranchSetting = "chart-default-branch"
+	// STVAggregationSecret in cattle-system makes Rancher's
+	// system-agent-upgrader Plan ready.
+	STVAggregationSecret = "stv-aggregation"
+	// TLSInternalCNAllowedServicesSetting is the Rancher v2.15 setting that
+	// keeps Rancher's internal certificate from flapping
+	// (harvester/harvester#11338), and the value Harvester gives it.
+	TLSInternalCNAllowedServicesSetting = "tls-internal-cn-allowed-services"
+	TLSInternalCNAllowedServices        = "kube-system/ingress-expose,kube-system/rke2-traefik"
+	// Annotations of the management Cluster "local".
+	AnnotationImportedVersionManagement = "rancher.io/imported-cluster-version-management"
+	AnnotationProvisioningAdministrated = "provisioning.cattle.io/administrated"
+	// LabelManagementClusterName on the provisioning Cluster names its
+	// management Cluster.
+	LabelManagementClusterName = "provisioning.cattle.io/management-cluster-name"
+	// LocalRKEStateSecret in fleet-local holds the RKE state of the local
+	// cluster; since Rancher v2.7 it must be of type
+	// LocalRKEStateSecretType.
+	LocalRKEStateSecret     = "local-rke-state"
+	LocalRKEStateSecretType = "rke.cattle.io/cluster-state"
+	// RancherExposeIngress in cattle-system exposes Rancher's UI.
+	RancherExposeIngress = "rancher-expose"
+	// AnnotationDefaultIngressClass marks the default IngressClass;
+	// DefaultIngressClassName is RKE2's ingress-nginx class.
+	AnnotationDefaultIngressClass = "ingressclass.kubernetes.io/is-default-class"
+	DefaultIngressClassName       = "nginx"
+	// CAPIClusterPhaseProvisioned is a CAPI Cluster that runs.
+	CAPIClusterPhaseProvisioned = "Provisioned"
+)
+
+// The CAPI webhook configurations the CAPI of Harvester v1.7 leaves behind;
+// Rancher after v2.13 logs errors while they exist.
+const (
+	LegacyCAPIMutatingWebhook   = "mutating-webhook-configuration"
+	LegacyCAPIValidatingWebhook = "validating-webhook-configuration"
+)
+
+// Harvester's objects the cluster upgrade changes or waits for.
+const (
+	// HarvesterRelease is the Helm release of the harvester chart, in
+	// harvester-system.
+	HarvesterRelease = "harvester"
+	// Harvester Settings.
+	OvercommitConfigSetting      = "overcommit-config"
+	ContainerdRegistrySetting    = "containerd-registry"
+	LonghornV2DataEngineSetting  = "longhorn-v2-data-engine-enabled"
+	AnnotationUpgradePatched     = "harvesterhci.io/upgrade-patched"
+	HarvesterLonghornStorageName = "harvester-longhorn"
+	// AnnotationDefaultStorageClass marks the default StorageClass.
+	AnnotationDefaultStorageClass = "storageclass.kubernetes.io/is-default-class"
+	// Annotations the upgrade writes on each ManagedChart it upgrades.
+	AnnotationLastUpgradeName          = "upgrade.harvesterhci.io/last-upgrade-name"
+	AnnotationLastUpgradeTargetVersion = "upgrade.harvesterhci.io/last-upgrade-target-version"
+	AnnotationLastUpgradeTime          = "upgrade.harvesterhci.io/last-upgrade-time"
+	// AddonCRD is the CRD of Harvester's Addons.
+	AddonCRD = "addons.harvesterhci.io"
+	// KubeOVN's CRD chart and Addon, in kube-system.
+	KubeOVNCRDManagedChart = "kubeovn-operator-crd"
+	KubeOVNAddon           = "kubeovn-operator"
+	// NvidiaDriverToolkitAddon keeps the driver location the operator set.
+	NvidiaDriverToolkitAddon = "nvidia-driver-toolkit"
+	// Addon conditions (Harvester's addon controller).
+	AddonConditionInProgress = "InProgress"
+	AddonConditionCompleted  = "Completed"
+	AddonConditionFailed     = "OperationFailed"
+	AddonStateUpdating       = "AddonUpdating"
+	AddonStateEnabling       = "AddonEnabling"
+)
+
+// RKE2's chart configurations the upgrade sets, in kube-system.
+const (
+	RKE2MultusChartConfig  = "rke2-multus"
+	RKE2TraefikChartConfig = "rke2-traefik"
+	// HelmFailurePolicyAbort keeps RKE2 from uninstalling a chart whose
+	// upgrade failed.
+	HelmFailurePolicyAbort = "abort"
+)
+
+// Longhorn's InstanceManager labels and values.
+const (
+	LabelLonghornNode                = "longhorn.io/node"
+	LabelInstanceManagerType         = "longhorn.io/instance-manager-type"
+	LabelInstanceManagerDataEngine   = "longhorn.io/data-engine"
+	LabelInstanceManagerImage        = "longhorn.io/instance-manager-image"
+	InstanceManagerTypeAIO           = "aio"
+	InstanceManagerStateRunning      = "running"
+	LonghornDataEngineV1             = "v1"
+	LonghornDataEngineV2             = "v2"
+	LonghornInstanceManagerImagePref = "imi-"
+)

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -8,7 +9,9 @@ import (
 	upgradev1beta1 "github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/catalogv1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/fleetv1alpha1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/helmv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
@@ -30,6 +33,9 @@ func AddToScheme(s *runtime.Scheme) error {
 		kubevirtv1.AddToScheme,
 		longhornv1beta2.AddToScheme,
 		catalogv1.AddToScheme,
+		fleetv1alpha1.AddToScheme,
+		helmv1.AddToScheme,
+		apiextensionsv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			return err

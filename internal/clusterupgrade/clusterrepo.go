@@ -46,28 +46,37 @@ func (u *Upgrade) upgradeClusterRepo(ctx context.Context, r *run) error {
 	if err := u.waitDeployment(ctx, key, u.Timeouts.ClusterRepo); err != nil {
 		return err
 	}
-	return u.refreshChartIndex(ctx)
+	return u.refreshClusterRepo(ctx, cluster.HarvesterChartsRepo)
 }
 
-// refreshChartIndex asks Rancher to download the harvester-charts index
-// again and waits until it did. Rancher downloads when spec.forceUpdate is
-// later than the last download and already past.
-func (u *Upgrade) refreshChartIndex(ctx context.Context) error {
-	key := client.ObjectKey{Name: cluster.HarvesterChartsRepo}
+// refreshClusterRepo asks Rancher to download a ClusterRepo's index again
+// and waits until it did. Rancher downloads when spec.forceUpdate is later
+// than the last download and already past. A ClusterRepo Rancher is about
+// to recreate (after its upgrade) is waited for, and so is its first
+// download.
+func (u *Upgrade) refreshClusterRepo(ctx context.Context, name string) error {
+	key := client.ObjectKey{Name: name}
 	repo := &catalogv1.ClusterRepo{}
-	if err := u.Client.Get(ctx, key, repo); err != nil {
-		return fmt.Errorf("reading ClusterRepo %s: %w", key.Name, err)
+	w := u.wait("Rancher to create and index ClusterRepo "+name, u.Timeouts.ClusterRepo,
+		fmt.Sprintf("check Rancher's logs (kubectl -n %s logs -l app=rancher)", cluster.CattleNamespace))
+	if err := w.Until(ctx, func(ctx context.Context) (bool, string, error) {
+		if err := u.Client.Get(ctx, key, repo); err != nil {
+			return false, "", err
+		}
+		return !repo.Status.DownloadTime.IsZero(), "not downloaded yet", nil
+	}); err != nil {
+		return err
 	}
 	requested := repo.Spec.ForceUpdate
 	if requested == nil || !requested.After(repo.Status.DownloadTime.Time) {
-		at := metav1.NewTime(ForceUpdateTime(repo.Status.DownloadTime.Time, time.Now()))
+		at := metav1.NewTime(ForceUpdateTime(repo.Status.DownloadTime.Time, u.Now()))
 		requested = &at
 		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"forceUpdate": at}})
 		if err := u.Client.Patch(ctx, repo, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			return fmt.Errorf("asking Rancher to re-read ClusterRepo %s: %w", key.Name, err)
 		}
 	}
-	w := u.wait("Rancher to re-read the chart index of ClusterRepo "+key.Name, u.Timeouts.ClusterRepo,
+	w = u.wait("Rancher to re-read the chart index of ClusterRepo "+key.Name, u.Timeouts.ClusterRepo,
 		fmt.Sprintf("check the ClusterRepo (kubectl get clusterrepo %s -o yaml) and Rancher's logs", key.Name))
 	return w.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		if err := u.Client.Get(ctx, key, repo); err != nil {

@@ -4,44 +4,50 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http/httptest"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
 
 	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/yaml"
 
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/catalogv1"
-	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/fleetv1alpha1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
-	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
-	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/helmv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 	"github.com/harvester/upgrade-toolkit/internal/clusterupgrade"
 	"github.com/harvester/upgrade-toolkit/internal/jobtest"
 	"github.com/harvester/upgrade-toolkit/internal/names"
-	"github.com/harvester/upgrade-toolkit/internal/release"
-	"github.com/harvester/upgrade-toolkit/internal/release/releasetest"
 	"github.com/harvester/upgrade-toolkit/internal/testenv"
 )
 
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	log.SetLogger(logr.Discard())
+	if os.Getenv("CLUSTERUPGRADE_LOG") != "" {
+		log.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		log.SetLogger(logr.Discard())
+	}
 	os.Exit(testenv.RunMain(m, &env))
 }
 
@@ -52,227 +58,74 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// fakeRancher plays the helm upgrade of Rancher: the new Rancher reports
-// its version.
-type fakeRancher struct{ calls atomic.Int32 }
-
-func (f *fakeRancher) Upgrade(ctx context.Context, rel *release.Release) error {
-	f.calls.Add(1)
-	s := &managementv3.Setting{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Name: cluster.RancherServerVersionSetting}, s); err != nil {
-		return err
-	}
-	s.Value = rel.Rancher
-	return env.Client.Update(ctx, s)
-}
-
-// world is a Harvester cluster on the test API server, with background
-// actors for the Deployment and DaemonSet controllers, Rancher's catalog,
-// Fleet and KubeVirt.
-type world struct {
-	rel *release.Release
-	// blocked charts are not deployed by the fake Fleet.
-	mu      sync.Mutex
-	blocked map[string]bool
-}
-
-func (w *world) block(chart string, b bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.blocked[chart] = b
-}
-
-func (w *world) isBlocked(chart string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.blocked[chart]
-}
-
-func create(t *testing.T, obj client.Object, status func()) {
-	t.Helper()
-	ctx := context.Background()
-	must(t, env.Client.Create(ctx, obj))
-	if status != nil {
-		status()
-		must(t, env.Client.Status().Update(ctx, obj))
-	}
-}
-
-func chart(name, version string, paused bool, values map[string]any) *managementv3.ManagedChart {
-	mc := &managementv3.ManagedChart{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: name},
-		Spec: managementv3.ManagedChartSpec{Chart: name, Version: version, Paused: paused, TimeoutSeconds: 300}}
-	if values != nil {
-		raw, _ := json.Marshal(values)
-		mc.Spec.Values = &runtime.RawExtension{Raw: raw}
-	}
-	return mc
-}
-
-// newWorld resets the cluster-wide objects and starts the actors.
-func newWorld(t *testing.T) (*world, string, *releasetest.Repo) {
-	ctx := context.Background()
-	repo := releasetest.New()
-	srv := httptest.NewServer(releasetest.Handler(repo.Files()))
-	t.Cleanup(srv.Close)
-	for _, del := range []struct {
-		obj client.Object
-		ns  string
-	}{
-		{&managementv3.ManagedChart{}, cluster.FleetLocalNamespace}, {&appsv1.Deployment{}, cluster.CattleNamespace},
-		{&appsv1.DaemonSet{}, cluster.LonghornNamespace}, {&longhornv1beta2.Setting{}, cluster.LonghornNamespace},
-		{&kubevirtv1.KubeVirt{}, cluster.HarvesterNamespace}, {&harvesterv1beta1.Addon{}, cluster.MonitoringNamespace},
-		{&harvesterv1beta1.Addon{}, cluster.HarvesterNamespace}, {&catalogv1.ClusterRepo{}, ""}, {&managementv3.Setting{}, ""},
-	} {
-		opts := []client.DeleteAllOfOption{}
-		if del.ns != "" {
-			opts = append(opts, client.InNamespace(del.ns))
-		}
-		must(t, client.IgnoreNotFound(env.Client.DeleteAllOf(ctx, del.obj, opts...)))
-	}
-	for _, ns := range []string{cluster.MonitoringNamespace, cluster.LoggingNamespace} {
-		must(t, client.IgnoreAlreadyExists(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})))
-	}
-	harvesterValues := map[string]any{"kubevirt": map[string]any{"spec": map[string]any{"workloadUpdateStrategy": map[string]any{"workloadUpdateMethods": []string{}}}}}
-	for _, mc := range []*managementv3.ManagedChart{
-		chart(cluster.HarvesterManagedChart, "1.7.1", false, harvesterValues),
-		chart(cluster.HarvesterCRDManagedChart, "1.7.1", false, nil),
-		chart(cluster.MonitoringCRDManagedChart, "107.0.0+up69.8.2", false, nil),
-		chart(cluster.LoggingCRDManagedChart, "107.0.0+up4.10.0", false, nil),
-		// An operator paused this one: it stays paused.
-		chart(cluster.MonitoringManagedChart, "100.0.0", true, nil),
-	} {
-		create(t, mc, func() {
-			mc.Status = managementv3.ManagedChartStatus{ObservedGeneration: mc.Generation, Conditions: []common.Condition{{Type: "Ready", Status: "True"}}}
-		})
-	}
-	create(t, &managementv3.Setting{ObjectMeta: metav1.ObjectMeta{Name: cluster.RancherServerVersionSetting}, Value: "v2.12.3"}, nil)
-	deployment := func(name, container, image string) *appsv1.Deployment {
-		labels := map[string]string{"app": name}
-		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.CattleNamespace, Name: name},
-			Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: container, Image: image}}}}}}
-	}
-	create(t, deployment(cluster.RancherDeployment, "rancher", "rancher/rancher:v2.12.3"), nil)
-	create(t, deployment(cluster.HarvesterClusterRepoDeployment, cluster.HarvesterClusterRepoContainer, "rancher/harvester-cluster-repo:v1.7.1"), nil)
-	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.LonghornNamespace, Name: cluster.LonghornManagerDaemonSet},
-		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "lm"}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "lm"}},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "m", Image: "longhornio/longhorn-manager:v1.10.1"}}}}}}
-	create(t, ds, nil)
-	create(t, &catalogv1.ClusterRepo{ObjectMeta: metav1.ObjectMeta{Name: cluster.HarvesterChartsRepo}}, nil)
-	repoObj := &catalogv1.ClusterRepo{}
-	must(t, env.Client.Get(ctx, client.ObjectKey{Name: cluster.HarvesterChartsRepo}, repoObj))
-	repoObj.Status.DownloadTime = metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
-	must(t, env.Client.Status().Update(ctx, repoObj))
-	kv := &kubevirtv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: cluster.KubeVirtName}}
-	create(t, kv, func() {
-		kv.Status = kubevirtv1.KubeVirtStatus{Phase: "Deployed", ObservedKubeVirtVersion: "1.6.2-150700.3.5.1"}
-	})
-	for name, value := range map[string]string{cluster.LonghornNodeDrainPolicy: cluster.LonghornNodeDrainPolicyDefault, cluster.LonghornDetachWhenCordoned: "false"} {
-		create(t, &longhornv1beta2.Setting{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.LonghornNamespace, Name: name}, Value: value}, nil)
-	}
-	mon := &harvesterv1beta1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.MonitoringNamespace, Name: cluster.MonitoringAddon},
-		Spec: harvesterv1beta1.AddonSpec{Chart: "rancher-monitoring", Version: "107.0.0+up69.8.2", Enabled: true, ValuesContent: "grafana: {}\n"}}
-	create(t, mon, func() { mon.Status.Status = cluster.AddonStateDeployed })
-	pci := &harvesterv1beta1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: "pcidevices-controller"},
-		Spec: harvesterv1beta1.AddonSpec{Chart: "harvester-pcidevices-controller", Version: "0.6.0"}}
-	create(t, pci, nil)
-
-	w := &world{rel: &repo.Release, blocked: map[string]bool{}}
-	background(t, w.actors)
-	return w, srv.URL + release.RepoRoot, repo
-}
-
-// actors is one pass of every fake controller.
-func (w *world) actors(ctx context.Context) {
-	c := env.Client
-	var deps appsv1.DeploymentList
-	if c.List(ctx, &deps, client.InNamespace(cluster.CattleNamespace)) == nil {
-		for i := range deps.Items {
-			d := &deps.Items[i]
-			if d.Status.ObservedGeneration < d.Generation {
-				d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1, ReadyReplicas: 1}
-				_ = c.Status().Update(ctx, d)
-			}
-		}
-	}
-	ds := &appsv1.DaemonSet{}
-	if c.Get(ctx, client.ObjectKey{Namespace: cluster.LonghornNamespace, Name: cluster.LonghornManagerDaemonSet}, ds) == nil && ds.Status.ObservedGeneration < ds.Generation {
-		ds.Status = appsv1.DaemonSetStatus{ObservedGeneration: ds.Generation, DesiredNumberScheduled: 3, CurrentNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 3, NumberReady: 3}
-		_ = c.Status().Update(ctx, ds)
-	}
-	// Rancher's catalog downloads the index when asked.
-	repo := &catalogv1.ClusterRepo{}
-	if c.Get(ctx, client.ObjectKey{Name: cluster.HarvesterChartsRepo}, repo) == nil {
-		if f := repo.Spec.ForceUpdate; f != nil && f.After(repo.Status.DownloadTime.Time) && !f.After(time.Now()) {
-			repo.Status.DownloadTime = metav1.NewTime(time.Now().Truncate(time.Second).Add(time.Second))
-			_ = c.Status().Update(ctx, repo)
-		}
-	}
-	// Fleet deploys every unpaused chart; the Harvester chart brings KubeVirt.
-	var charts managementv3.ManagedChartList
-	if c.List(ctx, &charts, client.InNamespace(cluster.FleetLocalNamespace)) == nil {
-		for i := range charts.Items {
-			mc := &charts.Items[i]
-			if mc.Spec.Paused || w.isBlocked(mc.Name) || mc.Status.ObservedGeneration >= mc.Generation {
-				continue
-			}
-			mc.Status.ObservedGeneration = mc.Generation
-			_ = c.Status().Update(ctx, mc)
-			if mc.Name == cluster.HarvesterManagedChart && mc.Spec.Version == w.rel.HarvesterChart {
-				kv := &kubevirtv1.KubeVirt{}
-				if c.Get(ctx, client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: cluster.KubeVirtName}, kv) == nil {
-					kv.Status.ObservedKubeVirtVersion = w.rel.KubeVirt
-					_ = c.Status().Update(ctx, kv)
-				}
-			}
-		}
-	}
-}
-
-// background runs fn every few milliseconds until the test ends.
-func background(t *testing.T, fn func(ctx context.Context)) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			fn(ctx)
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
-}
-
 func timeouts() clusterupgrade.Timeouts {
 	d := 10 * time.Second
-	return clusterupgrade.Timeouts{Repo: d, Rancher: d, ClusterRepo: d, Charts: d, KubeVirt: d, Longhorn: d, Addon: time.Second, Interval: 20 * time.Millisecond}
+	return clusterupgrade.Timeouts{Repo: d, Rancher: d, CAPI: d, CAPIStable: 20 * time.Millisecond, Dependencies: d, Fleet: d, FleetReady: time.Second,
+		ClusterRepo: d, Charts: d, KubeVirt: d, Longhorn: d, Addon: 2 * time.Second, Bundles: 2 * time.Second, Interval: 10 * time.Millisecond}
 }
 
-var addons = fstest.MapFS{
-	"vm-import-controller.yaml": {Data: []byte(`apiVersion: harvesterhci.io/v1beta1
-kind: Addon
+// testCRD is the CRD of the world's CRDs directory.
+const testCRD = "cdis.cdi.kubevirt.io"
+
+// files of the world's add-on, CRD and versioned manifests directories;
+// the CRD and the versioned ConfigMap carry the plan's name, so a test sees
+// its own.
+func addonFiles() fstest.MapFS {
+	addon := func(ns, name, chart, version, values string) *fstest.MapFile {
+		a := harvesterv1beta1.Addon{TypeMeta: metav1.TypeMeta{APIVersion: "harvesterhci.io/v1beta1", Kind: "Addon"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: harvesterv1beta1.AddonSpec{Chart: chart, Version: version, ValuesContent: values}}
+		b, _ := yaml.Marshal(a)
+		return &fstest.MapFile{Data: b}
+	}
+	return fstest.MapFS{
+		"vm-import-controller.yaml":  addon(cluster.HarvesterNamespace, "vm-import-controller", "harvester-vm-import-controller", "1.8.0", ""),
+		"pcidevices-controller.yaml": addon(cluster.HarvesterNamespace, "pcidevices-controller", "harvester-pcidevices-controller", "0.7.0", "image:\n  tag: v0.7.0\n"),
+		"nvidia-driver-toolkit.yaml": addon(cluster.HarvesterNamespace, cluster.NvidiaDriverToolkitAddon, "nvidia-driver-runtime", "0.2.0",
+			"driverLocation: HTTPENDPOINT/NVIDIA-Linux-x86_64-vgpu-kvm.run\n"),
+		"kubeovn-operator.yaml": addon(cluster.KubeSystemNamespace, cluster.KubeOVNAddon, "kubeovn-operator", "1.15.0", ""),
+		// Not an add-on the upgrade touches: it stays as the operator has it.
+		"rancher-vcluster.yaml": addon("rancher-vcluster", "rancher-vcluster", "rancher-vcluster", "0.2.0", ""),
+	}
+}
+
+func crdFiles(plan string) fstest.MapFS {
+	return fstest.MapFS{"cdi.yaml": {Data: []byte(fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
 metadata:
-  name: vm-import-controller
-  namespace: harvester-system
+  name: %s
+  annotations:
+    test.harvesterhci.io/plan: %s
 spec:
-  repo: http://harvester-cluster-repo.cattle-system.svc/charts
-  chart: harvester-vm-import-controller
-  version: 1.8.0
-  enabled: false
-`)},
-	"pcidevices-controller.yaml": {Data: []byte(`apiVersion: harvesterhci.io/v1beta1
-kind: Addon
-metadata:
-  name: pcidevices-controller
-  namespace: harvester-system
-spec:
-  chart: harvester-pcidevices-controller
-  version: 0.7.0
-  enabled: false
-  valuesContent: "image:\n  tag: v0.7.0\n"
-`)},
+  group: cdi.kubevirt.io
+  names: {kind: CDI, listKind: CDIList, plural: cdis, singular: cdi}
+  scope: Cluster
+  versions:
+  - name: v1beta1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: not-a-crd, namespace: kube-system}
+`, testCRD, plan))}}
+}
+
+func manifestFiles(plan string) fstest.MapFS {
+	cm := func(version string) *fstest.MapFile {
+		return &fstest.MapFile{Data: []byte(fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-%s\n  namespace: kube-system\ndata:\n  plan: %s\n", version, plan))}
+	}
+	return fstest.MapFS{"v1.7.1/marker.yaml": cm("v1.7.1"), "v1.8.0/marker.yaml": cm("v1.8.0")}
+}
+
+// setup builds a world that runs previous and a plan that upgrades it.
+func setup(t *testing.T, previous string) (*world, *clusterupgrade.Upgrade) {
+	w, url := newWorld(t, previous)
+	plan := jobtest.Plan(t, env.Client, func(p *v1beta1.UpgradePlan) { p.Status.PreviousVersion = ptr.To(previous) })
+	u := &clusterupgrade.Upgrade{Client: env.Client, Plan: plan.Name, RepoURL: url, Rancher: &fakeRancher{w: w},
+		Addons: addonFiles(), CRDs: crdFiles(plan.Name), Manifests: manifestFiles(plan.Name), Timeouts: timeouts()}
+	return w, u
 }
 
 func progress(t *testing.T, plan string) []string {
@@ -292,82 +145,323 @@ func getChart(t *testing.T, name string) *managementv3.ManagedChart {
 	return mc
 }
 
+// upgraded is what the world looks like after an upgrade, checked step by
+// step: each problem is listed under the step whose effect is missing.
+type upgraded struct {
+	w *world
+	u *clusterupgrade.Upgrade
+	// bundlesReady: every Fleet Bundle was ready when the Job returned.
+	bundlesReady bool
+}
+
+// problems returns, by step, what is not as the step leaves it.
+func (c upgraded) problems(ctx context.Context) map[string][]string {
+	cl := env.Client
+	rel := c.w.rel
+	out := map[string][]string{}
+	bad := func(step, format string, args ...any) { out[step] = append(out[step], fmt.Sprintf(format, args...)) }
+	get := func(key client.ObjectKey, obj client.Object) bool { return cl.Get(ctx, key, obj) == nil }
+	fromV17 := strings.HasPrefix(c.w.previous, "v1.7")
+
+	hcc := &helmv1.HelmChartConfig{}
+	if !get(client.ObjectKey{Namespace: cluster.KubeSystemNamespace, Name: cluster.RKE2MultusChartConfig}, hcc) || hcc.Spec.FailurePolicy != "abort" {
+		bad(clusterupgrade.StepMultusFailurePolicy, "rke2-multus failurePolicy is %q", hcc.Spec.FailurePolicy)
+	}
+	oc := &harvesterv1beta1.Setting{}
+	if get(client.ObjectKey{Name: cluster.OvercommitConfigSetting}, oc); fromV17 && oc.Value != oc.Default {
+		bad(clusterupgrade.StepPreserveOvercommit, "overcommit-config value %q, default %q", oc.Value, oc.Default)
+	}
+	c.w.mu.Lock()
+	paused, stale, calls, redeploys := c.w.pausedAtRancher, c.w.staleAtRancher, c.w.rancherCalls, c.w.agentRedeploys
+	kvAtSync, lhAtMon, addonRedeploys, overlap := c.w.kubeVirtAtRegistrySync, c.w.longhornAtMonitoring, maps(c.w.addonRedeploy), slices.Clone(c.w.addonOverlap)
+	c.w.mu.Unlock()
+	for _, name := range []string{cluster.HarvesterManagedChart, cluster.HarvesterCRDManagedChart, cluster.MonitoringCRDManagedChart, cluster.LoggingCRDManagedChart} {
+		if !slices.Contains(paused, name) {
+			bad(clusterupgrade.StepPauseCharts, "chart %s was not paused while Rancher was upgraded (paused: %v)", name, paused)
+		}
+	}
+	mgmt := &managementv3.Cluster{}
+	get(client.ObjectKey{Name: cluster.LocalClusterName}, mgmt)
+	if mgmt.Annotations[cluster.AnnotationImportedVersionManagement] != "false" {
+		bad(clusterupgrade.StepDisableVersionManagement, "annotations %v", mgmt.Annotations)
+	}
+	tls := &managementv3.Setting{}
+	if get(client.ObjectKey{Name: cluster.TLSInternalCNAllowedServicesSetting}, tls); !fromV17 && tls.Value != cluster.TLSInternalCNAllowedServices {
+		bad(clusterupgrade.StepTLSInternalCN, "tls-internal-cn-allowed-services is %q", tls.Value)
+	}
+	if !fromV17 && mgmt.Annotations[cluster.AnnotationProvisioningAdministrated] != "true" {
+		bad(clusterupgrade.StepProvisioningAdministrated, "annotations %v", mgmt.Annotations)
+	}
+	sv := &managementv3.Setting{}
+	get(client.ObjectKey{Name: cluster.RancherServerVersionSetting}, sv)
+	if calls != 1 || sv.Value != rel.Rancher || len(stale) > 0 {
+		bad(clusterupgrade.StepRancher, "Rancher upgraded %d times, reports %s; the new Rancher found %v still there", calls, sv.Value, stale)
+	}
+	if fromV17 && get(client.ObjectKey{Name: cluster.LegacyCAPIMutatingWebhook}, &admissionregistrationv1.MutatingWebhookConfiguration{}) {
+		bad(clusterupgrade.StepRancher, "the legacy CAPI webhook configurations are still there")
+	}
+	if !get(client.ObjectKey{Namespace: cluster.CattleNamespace, Name: cluster.STVAggregationSecret}, &corev1.Secret{}) {
+		bad(clusterupgrade.StepRancherDependencies, "Secret stv-aggregation does not exist")
+	}
+	fc := &fleetv1alpha1.Cluster{}
+	get(client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: cluster.LocalClusterName}, fc)
+	if redeploys != 1 || fc.Spec.RedeployAgentGeneration != 5 {
+		bad(clusterupgrade.StepRedeployFleetAgent, "Fleet redeployed its agent %d times, redeployAgentGeneration %d", redeploys, fc.Spec.RedeployAgentGeneration)
+	}
+	fcm := &corev1.ConfigMap{}
+	get(client.ObjectKey{Namespace: cluster.FleetSystemNamespace, Name: cluster.FleetControllerConfigMap}, fcm)
+	if !strings.Contains(fcm.Data[cluster.FleetControllerConfigKey], "apiServerURL: https://10.0.0.10:6443") {
+		bad(clusterupgrade.StepWaitFleet, "fleet-controller's apiServerURL was not restored: %q", fcm.Data[cluster.FleetControllerConfigKey])
+	}
+	local := &provisioningv1.Cluster{}
+	get(client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: cluster.LocalClusterName}, local)
+	if local.Labels[cluster.LabelManagementClusterName] != "local" || local.Status.FleetWorkspaceName != cluster.FleetLocalNamespace {
+		bad(clusterupgrade.StepPatchLocalCluster, "labels %v, fleetWorkspaceName %q", local.Labels, local.Status.FleetWorkspaceName)
+	}
+	repoDep := &appsv1.Deployment{}
+	get(client.ObjectKey{Namespace: cluster.CattleNamespace, Name: cluster.HarvesterClusterRepoDeployment}, repoDep)
+	cr := &catalogv1.ClusterRepo{}
+	get(client.ObjectKey{Name: cluster.HarvesterChartsRepo}, cr)
+	if img := repoDep.Spec.Template.Spec.Containers[0].Image; img != "rancher/harvester-cluster-repo:"+rel.OSVersion() ||
+		cr.Spec.ForceUpdate == nil || cr.Status.DownloadTime.Before(cr.Spec.ForceUpdate) {
+		bad(clusterupgrade.StepClusterRepo, "image %s, forceUpdate %v, downloaded %v", img, cr.Spec.ForceUpdate, cr.Status.DownloadTime)
+	}
+	ing := &networkingv1.Ingress{}
+	if get(client.ObjectKey{Namespace: cluster.CattleNamespace, Name: cluster.RancherExposeIngress}, ing); ptr.Deref(ing.Spec.IngressClassName, "") != "nginx" {
+		bad(clusterupgrade.StepIngressClass, "ingressClassName %v", ptr.Deref(ing.Spec.IngressClassName, ""))
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if get(client.ObjectKey{Name: testCRD}, crd); crd.Annotations["test.harvesterhci.io/plan"] != c.u.Plan {
+		bad(clusterupgrade.StepApplyCRDs, "CRD %s was not applied by this upgrade (annotations %v)", testCRD, crd.Annotations)
+	}
+	if get(client.ObjectKey{Namespace: cluster.KubeSystemNamespace, Name: "not-a-crd"}, &corev1.ConfigMap{}) {
+		bad(clusterupgrade.StepApplyCRDs, "a ConfigMap of the CRDs directory was applied")
+	}
+	if mc := getChartNoFail(ctx, cluster.HarvesterCRDManagedChart); mc.Spec.Version != rel.HarvesterChart || mc.Spec.Paused {
+		bad(clusterupgrade.StepHarvesterCRDChart, "version %s, paused %v", mc.Spec.Version, mc.Spec.Paused)
+	}
+	h := getChartNoFail(ctx, cluster.HarvesterManagedChart)
+	var values map[string]any
+	if h.Spec.Values != nil {
+		_ = json.Unmarshal(h.Spec.Values.Raw, &values)
+	}
+	lh, _ := values["longhorn"].(map[string]any)
+	ds, _ := lh["defaultSettings"].(map[string]any)
+	if h.Spec.Version != rel.HarvesterChart || h.Spec.Paused || h.Spec.TimeoutSeconds != 601 || h.Annotations[cluster.AnnotationLastUpgradeName] != c.u.Plan ||
+		ds["nodeDrainPolicy"] != cluster.LonghornNodeDrainPolicyHarvester || values["kubevirt"] == nil {
+		bad(clusterupgrade.StepHarvesterChart, "version %s, paused %v, timeout %d, annotations %v, values %v", h.Spec.Version, h.Spec.Paused, h.Spec.TimeoutSeconds, h.Annotations, values)
+	}
+	if kvAtSync == nil || !*kvAtSync {
+		bad(clusterupgrade.StepKubeVirt, "the upgrade went on before KubeVirt ran the release")
+	}
+	reg := &harvesterv1beta1.Setting{}
+	if get(client.ObjectKey{Name: cluster.ContainerdRegistrySetting}, reg); reg.Annotations[cluster.AnnotationUpgradePatched] != rel.Harvester {
+		bad(clusterupgrade.StepSyncContainerdRegistry, "annotations %v", reg.Annotations)
+	}
+	if lhAtMon == nil || !*lhAtMon {
+		bad(clusterupgrade.StepLonghorn, "the upgrade went on before Longhorn ran the release")
+	}
+	for name, version := range map[string]string{cluster.MonitoringCRDManagedChart: rel.MonitoringChart, cluster.LoggingCRDManagedChart: rel.LoggingChart} {
+		if mc := getChartNoFail(ctx, name); mc.Spec.Version != version || mc.Spec.Paused {
+			bad(clusterupgrade.StepMonitoringLogging, "chart %s: version %s, paused %v", name, mc.Spec.Version, mc.Spec.Paused)
+		}
+	}
+	marker := &corev1.ConfigMap{}
+	if get(client.ObjectKey{Namespace: cluster.KubeSystemNamespace, Name: "from-" + c.w.previous}, marker); marker.Data["plan"] != c.u.Plan {
+		bad(clusterupgrade.StepVersionedManifests, "the manifests of %s were not applied", c.w.previous)
+	}
+	for _, p := range append(c.addonProblems(ctx, addonRedeploys), overlap...) {
+		bad(clusterupgrade.StepAddons, "%s", p)
+	}
+	if mc := getChartNoFail(ctx, cluster.LoggingManagedChart); mc.Spec.Paused {
+		bad(clusterupgrade.StepResumeCharts, "chart %s, which the upgrade paused, is still paused", cluster.LoggingManagedChart)
+	}
+	if mc := getChartNoFail(ctx, cluster.MonitoringManagedChart); !mc.Spec.Paused {
+		bad(clusterupgrade.StepResumeCharts, "chart %s, which an operator paused, was resumed", cluster.MonitoringManagedChart)
+	}
+	if !c.bundlesReady {
+		bad(clusterupgrade.StepFleetBundles, "the Job returned before Fleet's bundles were ready")
+	}
+	if !fromV17 && !get(client.ObjectKey{Namespace: cluster.KubeSystemNamespace, Name: cluster.RKE2TraefikChartConfig}, &helmv1.HelmChartConfig{}) {
+		bad(clusterupgrade.StepTraefikConfig, "HelmChartConfig rke2-traefik does not exist")
+	}
+	return out
+}
+
+func (c upgraded) addonProblems(ctx context.Context, redeploys map[string]int) []string {
+	rel := c.w.rel
+	var out []string
+	addon := func(ns, name string) *harvesterv1beta1.Addon {
+		a := &harvesterv1beta1.Addon{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, a); err != nil {
+			out = append(out, fmt.Sprintf("Addon %s/%s: %v", ns, name, err))
+		}
+		return a
+	}
+	mon := addon(cluster.MonitoringNamespace, cluster.MonitoringAddon)
+	if mon.Spec.Version != rel.MonitoringChart || !strings.Contains(mon.Spec.ValuesContent, "metricLabelsAllowlist") ||
+		!strings.Contains(mon.Spec.ValuesContent, "size: 2Gi") || redeploys[cluster.MonitoringNamespace+"/"+cluster.MonitoringAddon] != 1 {
+		out = append(out, fmt.Sprintf("rancher-monitoring: version %s, values %q, redeployed %d times", mon.Spec.Version, mon.Spec.ValuesContent, redeploys[cluster.MonitoringNamespace+"/"+cluster.MonitoringAddon]))
+	}
+	if lg := addon(cluster.LoggingNamespace, cluster.LoggingAddon); lg.Spec.Version != rel.LoggingChart || !strings.Contains(lg.Spec.ValuesContent, "image: "+rel.LoggingChartHarvesterEventRouter) {
+		out = append(out, fmt.Sprintf("rancher-logging: version %s, values %q", lg.Spec.Version, lg.Spec.ValuesContent))
+	}
+	if pci := addon(cluster.HarvesterNamespace, "pcidevices-controller"); pci.Spec.Version != "0.7.0" || redeploys[cluster.HarvesterNamespace+"/pcidevices-controller"] != 1 {
+		out = append(out, fmt.Sprintf("pcidevices-controller: version %s, redeployed %d times", pci.Spec.Version, redeploys[cluster.HarvesterNamespace+"/pcidevices-controller"]))
+	}
+	if vm := addon(cluster.HarvesterNamespace, "vm-import-controller"); vm.Spec.Version != "1.8.0" {
+		out = append(out, "vm-import-controller was not installed")
+	}
+	if nv := addon(cluster.HarvesterNamespace, cluster.NvidiaDriverToolkitAddon); nv.Spec.Version != "0.2.0" || nv.Spec.ValuesContent != "driverLocation: http://10.0.0.5/NVIDIA.run\n" {
+		out = append(out, fmt.Sprintf("nvidia-driver-toolkit: version %s, values %q", nv.Spec.Version, nv.Spec.ValuesContent))
+	}
+	if ovn := addon(cluster.KubeSystemNamespace, cluster.KubeOVNAddon); ovn.Spec.Version != "1.15.0" || getChartNoFail(ctx, cluster.KubeOVNCRDManagedChart).Spec.Version != "1.15.0" {
+		out = append(out, "kube-ovn's CRD chart or add-on is not at 1.15.0")
+	}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "rancher-vcluster", Name: "rancher-vcluster"}, &harvesterv1beta1.Addon{}); !apierrors.IsNotFound(err) {
+		out = append(out, fmt.Sprintf("the rancher-vcluster add-on, which the upgrade does not own, was touched: %v", err))
+	}
+	return out
+}
+
+func getChartNoFail(ctx context.Context, name string) *managementv3.ManagedChart {
+	mc := &managementv3.ManagedChart{}
+	_ = env.Client.Get(ctx, client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: name}, mc)
+	return mc
+}
+
+func maps(m map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// run runs the upgrade and notes whether Fleet's bundles were ready when
+// it returned.
+func run(ctx context.Context, w *world, u *clusterupgrade.Upgrade) (upgraded, error) {
+	err := u.Run(ctx)
+	left, lerr := cluster.BundlesNotReady(context.Background(), env.Client)
+	return upgraded{w: w, u: u, bundlesReady: lerr == nil && len(left) == 0}, err
+}
+
 func TestClusterUpgrade(t *testing.T) {
 	ctx := t.Context()
-	_, url, repo := newWorld(t)
-	plan := jobtest.Plan(t, env.Client, nil)
-	rancher := &fakeRancher{}
-	u := &clusterupgrade.Upgrade{Client: env.Client, Plan: plan.Name, RepoURL: url, Rancher: rancher, Addons: addons, Timeouts: timeouts()}
-	if err := u.Run(ctx); err != nil {
+	w, u := setup(t, "v1.7.1")
+	got, err := run(ctx, w, u)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := progress(t, plan.Name); !slices.Equal(got, clusterupgrade.StepIDs()) {
-		t.Errorf("done %v, want %v", got, clusterupgrade.StepIDs())
+	if done := progress(t, u.Plan); !slices.Equal(done, clusterupgrade.StepIDs()) {
+		t.Errorf("done %v, want %v", done, clusterupgrade.StepIDs())
 	}
-	if n := rancher.calls.Load(); n != 1 {
-		t.Errorf("Rancher upgraded %d times", n)
+	for step, problems := range got.problems(ctx) {
+		t.Errorf("step %s: %s", step, strings.Join(problems, "; "))
 	}
-	d := &appsv1.Deployment{}
-	must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: cluster.CattleNamespace, Name: cluster.HarvesterClusterRepoDeployment}, d))
-	if img := d.Spec.Template.Spec.Containers[0].Image; img != "rancher/harvester-cluster-repo:v1.8.0" {
-		t.Errorf("cluster repo image %s", img)
-	}
-	cr := &catalogv1.ClusterRepo{}
-	must(t, env.Client.Get(ctx, client.ObjectKey{Name: cluster.HarvesterChartsRepo}, cr))
-	if cr.Spec.ForceUpdate == nil || cr.Status.DownloadTime.Before(cr.Spec.ForceUpdate) {
-		t.Errorf("ClusterRepo %+v: the index was not re-read", cr)
-	}
-	h := getChart(t, cluster.HarvesterManagedChart)
-	var values map[string]any
-	must(t, json.Unmarshal(h.Spec.Values.Raw, &values))
-	ds, _ := values["longhorn"].(map[string]any)["defaultSettings"].(map[string]any)
-	if h.Spec.Version != repo.Release.HarvesterChart || h.Spec.Paused || h.Spec.TimeoutSeconds != 600 ||
-		ds["nodeDrainPolicy"] != cluster.LonghornNodeDrainPolicyHarvester || ds["detachManuallyAttachedVolumesWhenCordoned"] != true || values["kubevirt"] == nil {
-		t.Errorf("harvester chart: version %s, paused %v, timeout %d, values %s", h.Spec.Version, h.Spec.Paused, h.Spec.TimeoutSeconds, h.Spec.Values.Raw)
-	}
-	for name, version := range map[string]string{
-		cluster.HarvesterCRDManagedChart: repo.Release.HarvesterChart, cluster.MonitoringCRDManagedChart: repo.Release.MonitoringChart,
-		cluster.LoggingCRDManagedChart: repo.Release.LoggingChart,
-	} {
-		if mc := getChart(t, name); mc.Spec.Version != version || mc.Spec.Paused {
-			t.Errorf("chart %s: version %s, paused %v; want %s, running", name, mc.Spec.Version, mc.Spec.Paused, version)
-		}
-	}
-	if !getChart(t, cluster.MonitoringManagedChart).Spec.Paused {
-		t.Error("the chart an operator paused was resumed")
-	}
-	for key, want := range map[client.ObjectKey][2]string{
-		{Namespace: cluster.MonitoringNamespace, Name: cluster.MonitoringAddon}: {repo.Release.MonitoringChart, "grafana: {}\n"},
-		{Namespace: cluster.HarvesterNamespace, Name: "vm-import-controller"}:   {"1.8.0", ""},
-		{Namespace: cluster.HarvesterNamespace, Name: "pcidevices-controller"}:  {"0.7.0", "image:\n  tag: v0.7.0\n"},
-	} {
-		a := &harvesterv1beta1.Addon{}
-		must(t, env.Client.Get(ctx, key, a))
-		if a.Spec.Version != want[0] || a.Spec.ValuesContent != want[1] {
-			t.Errorf("Addon %s: version %s, values %q; want %s, %q", key, a.Spec.Version, a.Spec.ValuesContent, want[0], want[1])
-		}
-	}
-
 	// A finished upgrade run again does nothing but read.
-	if err := u.Run(ctx); err != nil || rancher.calls.Load() != 1 {
-		t.Errorf("a second run: %v, Rancher upgraded %d times", err, rancher.calls.Load())
+	if err := u.Run(ctx); err != nil || w.rancherCalls != 1 {
+		t.Errorf("a second run: %v, Rancher upgraded %d times", err, w.rancherCalls)
 	}
+}
+
+// TestStepsFailWhenSkipped runs the upgrade once per step with that step
+// recorded as done beforehand, as if it were missing from the Job: the
+// checks of TestClusterUpgrade must then name that step. Steps of one path
+// run on a world of that path.
+func TestStepsFailWhenSkipped(t *testing.T) {
+	fromV18 := map[string]bool{clusterupgrade.StepTLSInternalCN: true, clusterupgrade.StepProvisioningAdministrated: true, clusterupgrade.StepTraefikConfig: true}
+	for _, step := range clusterupgrade.StepIDs() {
+		if step == clusterupgrade.StepCheckLocalRKEState {
+			continue // a check without an effect: TestCheckLocalRKEState
+		}
+		t.Run(step, func(t *testing.T) {
+			ctx := t.Context()
+			previous := "v1.7.1"
+			if fromV18[step] {
+				previous = "v1.8.0"
+			}
+			w, u := setup(t, previous)
+			u.Timeouts.KubeVirt, u.Timeouts.Longhorn = 2*time.Second, 2*time.Second
+			skip(t, u.Plan, step)
+			got, err := run(ctx, w, u)
+			if err != nil {
+				// Without the step, a later one cannot finish: the
+				// upgrade fails, which TestClusterUpgrade would too.
+				t.Logf("the upgrade without step %s fails: %v", step, err)
+				return
+			}
+			problems := got.problems(ctx)
+			if len(problems[step]) == 0 {
+				t.Errorf("the checks do not notice that step %s did not run (they found: %v)", step, problems)
+			}
+			for other, p := range problems {
+				if other != step {
+					t.Logf("also missing, after step %s was skipped: %s %v", step, other, p)
+				}
+			}
+		})
+	}
+}
+
+// skip records a step as done before the upgrade runs.
+func skip(t *testing.T, plan, step string) {
+	t.Helper()
+	must(t, env.Client.Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: names.ClusterUpgradeProgress(plan)},
+		Data:       map[string]string{"done": step},
+	}))
+}
+
+// TestClusterUpgradeKilledAfterEveryStep kills the Job right after each step
+// in turn and starts it again, as a restarted pod: every run resumes, and
+// the upgrade ends with each step done once and each effect made once.
+func TestClusterUpgradeKilledAfterEveryStep(t *testing.T) {
+	w, u := setup(t, "v1.7.1")
+	steps := clusterupgrade.StepIDs()
+	var got upgraded
+	for i, kill := range steps {
+		ctx, cancel := context.WithCancel(t.Context())
+		u.OnStepDone = func(step string) {
+			if step == kill {
+				cancel()
+			}
+		}
+		var err error
+		got, err = run(ctx, w, u)
+		cancel()
+		switch {
+		case i < len(steps)-1 && !errors.Is(err, context.Canceled):
+			t.Fatalf("killed after %s: err = %v, want the run to stop", kill, err)
+		case i == len(steps)-1 && err != nil:
+			t.Fatalf("the last run: %v", err)
+		}
+		if done := progress(t, u.Plan); !slices.Equal(done, steps[:i+1]) {
+			t.Fatalf("done %v after the run killed after %s, want %v", done, kill, steps[:i+1])
+		}
+	}
+	for step, problems := range got.problems(t.Context()) {
+		t.Errorf("step %s: %s", step, strings.Join(problems, "; "))
+	}
+	for name, timeout := range map[string]int{cluster.HarvesterManagedChart: 601, cluster.HarvesterCRDManagedChart: 601, cluster.MonitoringCRDManagedChart: 601} {
+		if got := getChart(t, name).Spec.TimeoutSeconds; got != timeout {
+			t.Errorf("chart %s has timeoutSeconds %d, want %d: changed more than once", name, got, timeout)
+		}
+	}
+	t.Log(w)
 }
 
 // TestClusterUpgradeResumesAfterBeingKilled stops the upgrade while Fleet
 // deploys the Harvester chart, then runs it again as a restarted pod would:
-// it skips the finished steps (Rancher is upgraded once) and completes.
+// it skips the finished steps (Rancher is upgraded once), changes the chart
+// the same way and completes.
 func TestClusterUpgradeResumesAfterBeingKilled(t *testing.T) {
-	w, url, repo := newWorld(t)
-	plan := jobtest.Plan(t, env.Client, nil)
-	rancher := &fakeRancher{}
+	w, u := setup(t, "v1.7.1")
 	w.block(cluster.HarvesterManagedChart, true)
-	u := &clusterupgrade.Upgrade{Client: env.Client, Plan: plan.Name, RepoURL: url, Rancher: rancher, Timeouts: timeouts()}
-
 	ctx, kill := context.WithCancel(t.Context())
 	go func() {
-		jobtest.Eventually(t, 10*time.Second, "the harvester chart to be upgraded", func() bool {
-			return getChart(t, cluster.HarvesterManagedChart).Spec.Version == repo.Release.HarvesterChart
+		jobtest.Eventually(t, 20*time.Second, "the harvester chart to be upgraded", func() bool {
+			return getChartNoFail(context.Background(), cluster.HarvesterManagedChart).Spec.Version == w.rel.HarvesterChart
 		})
 		kill()
 	}()
@@ -375,96 +469,114 @@ func TestClusterUpgradeResumesAfterBeingKilled(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want the killed run to stop", err)
 	}
-	if !strings.Contains(err.Error(), clusterupgrade.StepHarvesterCharts) {
+	if !strings.Contains(err.Error(), clusterupgrade.StepHarvesterChart) {
 		t.Errorf("message %q does not name the step", err)
-	}
-	want := []string{clusterupgrade.StepPauseCharts, clusterupgrade.StepRancher, clusterupgrade.StepClusterRepo}
-	if got := progress(t, plan.Name); !slices.Equal(got, want) {
-		t.Fatalf("done %v after the kill, want %v", got, want)
 	}
 	if !getChart(t, cluster.LoggingCRDManagedChart).Spec.Paused {
 		t.Fatal("the logging CRD chart is not paused while the upgrade is under way")
 	}
-
 	w.block(cluster.HarvesterManagedChart, false)
-	if err := u.Run(t.Context()); err != nil {
+	got, err := run(t.Context(), w, u)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := progress(t, plan.Name); !slices.Equal(got, clusterupgrade.StepIDs()) {
-		t.Errorf("done %v, want %v", got, clusterupgrade.StepIDs())
+	if done := progress(t, u.Plan); !slices.Equal(done, clusterupgrade.StepIDs()) {
+		t.Errorf("done %v, want %v", done, clusterupgrade.StepIDs())
 	}
-	if n := rancher.calls.Load(); n != 1 {
-		t.Errorf("Rancher upgraded %d times, want once", n)
-	}
-	for _, name := range []string{cluster.HarvesterManagedChart, cluster.HarvesterCRDManagedChart, cluster.LoggingCRDManagedChart} {
-		if getChart(t, name).Spec.Paused {
-			t.Errorf("chart %s is still paused", name)
-		}
+	for step, problems := range got.problems(t.Context()) {
+		t.Errorf("step %s: %s", step, strings.Join(problems, "; "))
 	}
 }
 
 func TestClusterUpgradeGivesUpOnFleet(t *testing.T) {
-	w, url, _ := newWorld(t)
-	plan := jobtest.Plan(t, env.Client, nil)
+	w, u := setup(t, "v1.7.1")
 	w.block(cluster.HarvesterCRDManagedChart, true)
-	to := timeouts()
-	to.Charts = 300 * time.Millisecond
-	u := &clusterupgrade.Upgrade{Client: env.Client, Plan: plan.Name, RepoURL: url, Rancher: &fakeRancher{}, Timeouts: to}
+	u.Timeouts.Charts = 500 * time.Millisecond
 	err := u.Run(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "Fleet to deploy ManagedChart fleet-local/harvester-crd") ||
-		!strings.Contains(err.Error(), "kubectl -n fleet-local get managedchart harvester-crd") {
-		t.Errorf("err = %v, want a timeout that names the chart and where to look", err)
+		!strings.Contains(err.Error(), "kubectl -n fleet-local get managedchart harvester-crd") || !strings.Contains(err.Error(), "WaitApplied") {
+		t.Errorf("err = %v, want a timeout that names the chart, its state and where to look", err)
 	}
 }
 
-func TestLonghornDefaults(t *testing.T) {
-	for _, tc := range []struct {
-		name          string
-		values        map[string]any
-		drain, detach string
-		want          map[string]any
-	}{
-		{"Longhorn's defaults", nil, cluster.LonghornNodeDrainPolicyDefault, "false",
-			map[string]any{"nodeDrainPolicy": cluster.LonghornNodeDrainPolicyHarvester, "detachManuallyAttachedVolumesWhenCordoned": true}},
-		{"the operator chose", nil, "always-allow", "true", map[string]any{}},
-		{"the chart sets them", map[string]any{"longhorn": map[string]any{"defaultSettings": map[string]any{
-			"nodeDrainPolicy": "block-for-eviction", "detachManuallyAttachedVolumesWhenCordoned": false}}},
-			cluster.LonghornNodeDrainPolicyDefault, "false", map[string]any{}},
-		{"no Longhorn settings", nil, "", "", map[string]any{}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := clusterupgrade.LonghornDefaults(tc.values, tc.drain, tc.detach)
-			gb, _ := json.Marshal(got)
-			wb, _ := json.Marshal(tc.want)
-			if string(gb) != string(wb) {
-				t.Errorf("LonghornDefaults = %s, want %s", gb, wb)
+// TestCheckLocalRKEState: an RKE state Secret of the type older Ranchers
+// used stops the upgrade before the charts change, with what to do; the
+// upgrade would go on without the step.
+func TestCheckLocalRKEState(t *testing.T) {
+	for _, skipped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("skipped=%v", skipped), func(t *testing.T) {
+			_, u := setup(t, "v1.7.1")
+			s := &corev1.Secret{}
+			must(t, env.Client.Get(t.Context(), client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: cluster.LocalRKEStateSecret}, s))
+			must(t, env.Client.Delete(t.Context(), s))
+			must(t, env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name}, Type: corev1.SecretTypeOpaque, Data: s.Data}))
+			if skipped {
+				skip(t, u.Plan, clusterupgrade.StepCheckLocalRKEState)
+			}
+			err := u.Run(t.Context())
+			refused := err != nil && strings.Contains(err.Error(), clusterupgrade.StepCheckLocalRKEState) && strings.Contains(err.Error(), "Opaque")
+			if refused == skipped {
+				t.Errorf("skipped %v: err = %v", skipped, err)
+			}
+			if !skipped && getChart(t, cluster.HarvesterManagedChart).Spec.Version != "1.7.1" {
+				t.Error("the Harvester chart was upgraded on a cluster the upgrade refused")
 			}
 		})
 	}
 }
 
-func TestForceUpdateTime(t *testing.T) {
-	base := time.Date(2026, 1, 1, 10, 0, 0, 500, time.UTC)
-	if got := clusterupgrade.ForceUpdateTime(base, base.Add(time.Hour)); !got.Equal(base.Add(time.Hour).Truncate(time.Second)) {
-		t.Errorf("long after the download: %v", got)
+// TestAddonWaitWaitsForHarvester: the Addon wait does not end on the old
+// AddonDeploySuccessful, only once Harvester has redeployed the add-on.
+func TestAddonWaitWaitsForHarvester(t *testing.T) {
+	w, u := setup(t, "v1.7.1")
+	// Harvester's add-on controller is slow to react to pcidevices-controller:
+	// its status says AddonDeploySuccessful all that time.
+	w.mu.Lock()
+	w.addonSlow[cluster.HarvesterNamespace+"/pcidevices-controller"] = 10
+	w.mu.Unlock()
+	u.Timeouts.Addon = 20 * time.Second
+	got, err := run(t.Context(), w, u)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := clusterupgrade.ForceUpdateTime(base, base); !got.Equal(base.Truncate(time.Second).Add(time.Second)) {
-		t.Errorf("right after the download: %v, want a second later", got)
+	if p := got.problems(t.Context())[clusterupgrade.StepAddons]; len(p) > 0 {
+		t.Errorf("add-ons: %v", p)
 	}
 }
 
-func TestRollout(t *testing.T) {
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: 2}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2)},
-		Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 2, AvailableReplicas: 2}}
-	if ok, status := clusterupgrade.DeploymentRolledOut(d); ok || !strings.Contains(status, "3 in all") {
-		t.Errorf("an old replica left: %v %q", ok, status)
+// TestVersionedStepsOnTheirPaths: the per-version steps run on their paths
+// only.
+func TestVersionedStepsOnTheirPaths(t *testing.T) {
+	_, u := setup(t, "v1.7.1")
+	if err := u.Run(t.Context()); err != nil {
+		t.Fatal(err)
 	}
-	d.Status.Replicas = 2
-	if ok, _ := clusterupgrade.DeploymentRolledOut(d); !ok {
-		t.Error("a rolled out Deployment is not")
+	ctx := t.Context()
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: cluster.TLSInternalCNAllowedServicesSetting}, &managementv3.Setting{}); !apierrors.IsNotFound(err) {
+		t.Errorf("tls-internal-cn-allowed-services on an upgrade from v1.7: %v", err)
 	}
-	d.Generation = 3
-	if ok, _ := clusterupgrade.DeploymentRolledOut(d); ok {
-		t.Error("a Deployment whose new spec is not observed is rolled out")
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: cluster.KubeSystemNamespace, Name: cluster.RKE2TraefikChartConfig}, &helmv1.HelmChartConfig{}); !apierrors.IsNotFound(err) {
+		t.Errorf("rke2-traefik's configuration on an upgrade from v1.7: %v", err)
+	}
+}
+
+// TestRefusesAnUnsupportedPath: a Job started by hand on a cluster older
+// than the toolkit supports changes nothing.
+func TestRefusesAnUnsupportedPath(t *testing.T) {
+	_, u := setup(t, "v1.6.1")
+	err := u.Run(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "upgrades from v1.7.0 or newer") || !strings.Contains(err.Error(), "Longhorn") {
+		t.Errorf("err = %v, want a refusal that names the oldest release and what older paths need", err)
+	}
+	if getChart(t, cluster.HarvesterManagedChart).Spec.Paused {
+		t.Error("the refused upgrade paused the charts")
+	}
+}
+
+// TestWorldLags guards the world itself: KubeVirt must roll before
+// Longhorn.
+func TestWorldLags(t *testing.T) {
+	if kubeVirtLag >= longhornLag {
+		t.Fatalf("KubeVirt's lag %s must be shorter than Longhorn's %s for TestStepsFailWhenSkipped/wait-longhorn", kubeVirtLag, longhornLag)
 	}
 }

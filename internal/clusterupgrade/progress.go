@@ -20,7 +20,9 @@ import (
 // The progress of a cluster upgrade lives in the ConfigMap
 // <plan>-cluster-upgrade in harvester-system, so that a restarted pod
 // resumes after the last finished step. It carries the plan's labels (the
-// plan's cleanup deletes it) and an owner reference to the plan.
+// plan's cleanup deletes it) and an owner reference to the plan. Besides
+// the lists below, steps record there, under their own keys, the values
+// they saw before a change and must not compute again after a restart.
 const (
 	// keyDone lists the finished steps, comma-separated, in order.
 	keyDone = "done"
@@ -103,6 +105,50 @@ func (p *progress) markDone(ctx context.Context, step string) error {
 		return fmt.Errorf("recording step %q as done: %w", step, err)
 	}
 	return nil
+}
+
+// value returns a recorded value.
+func (p *progress) value(key string) (string, bool) {
+	v, ok := p.cm.Data[key]
+	return v, ok
+}
+
+// set records a value (before the change that depends on it).
+func (p *progress) set(ctx context.Context, key, value string) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if v, ok := p.cm.Data[key]; ok && v == value {
+			return nil
+		}
+		if p.cm.Data == nil {
+			p.cm.Data = map[string]string{}
+		}
+		p.cm.Data[key] = value
+		err := p.c.Update(ctx, p.cm)
+		if apierrors.IsConflict(err) {
+			if gerr := p.c.Get(ctx, client.ObjectKeyFromObject(p.cm), p.cm); gerr != nil {
+				return gerr
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("recording %s=%q in the cluster upgrade's progress: %w", key, value, err)
+	}
+	return nil
+}
+
+// once returns the value recorded under key, recording compute's value
+// first when there is none: a value the upgrade must not compute again
+// after a restart (what it saw before a change it makes).
+func (p *progress) once(ctx context.Context, key string, compute func() (string, error)) (string, error) {
+	if v, ok := p.value(key); ok {
+		return v, nil
+	}
+	v, err := compute()
+	if err != nil {
+		return "", err
+	}
+	return v, p.set(ctx, key, v)
 }
 
 // markPaused records, before it pauses a chart, that this upgrade pauses it.

@@ -2,6 +2,7 @@ package clusterupgrade_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http/httptest"
 	"os"
 	"path"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/harvester/upgrade-toolkit/internal/clusterupgrade"
@@ -40,7 +42,7 @@ func (s *helmScript) Run(_ context.Context, c host.Command) ([]byte, error) {
 			}
 		}
 	case strings.Contains(line, " get values "):
-		return []byte("hostname: rancher.example\nrancherImageTag: v2.12.3\nextraEnv:\n- name: CATTLE_SHELL_IMAGE\n  value: rancher/shell:v0.1.26\n"), nil
+		return []byte("hostname: rancher.example\nrancherImageTag: v2.12.3\nextraEnv:\n- name: HTTP_PROXY\n  value: http://proxy:3128\n"), nil
 	}
 	return nil, nil
 }
@@ -56,7 +58,7 @@ func TestHelmRancher(t *testing.T) {
 	work := t.TempDir()
 	run := &helmScript{dir: work}
 	h := &clusterupgrade.HelmRancher{Repo: client, Run: run, WorkDir: work}
-	if err := h.Upgrade(t.Context(), &repo.Release); err != nil {
+	if err := h.Upgrade(t.Context(), &repo.Release, clusterupgrade.RancherOptions{Replicas: ptr.To(-2)}); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -79,13 +81,46 @@ func TestHelmRancher(t *testing.T) {
 	if err := yaml.Unmarshal(data, &values); err != nil {
 		t.Fatal(err)
 	}
-	if values["rancherImageTag"] != "v2.14.0" || values["hostname"] != "rancher.example" || values["extraEnv"] != nil {
-		t.Errorf("values %v: want the new tag, the hostname kept and extraEnv dropped", values)
+	image, _ := values["image"].(map[string]any)
+	if image["tag"] != "v2.14.0" || values["hostname"] != "rancher.example" || values["extraEnv"] == nil || values["replicas"] != float64(-2) {
+		t.Errorf("values %v: want the new tag, the hostname and extraEnv kept, two replicas fewer than nodes", values)
 	}
 }
 
-func TestRancherValuesRefusesForeignReleases(t *testing.T) {
-	if _, err := clusterupgrade.RancherValues([]byte("hostname: x\n"), "v2.14.0"); err == nil || !strings.Contains(err.Error(), "rancherImageTag") {
-		t.Errorf("err = %v, want a refusal naming rancherImageTag", err)
+func TestRancherValues(t *testing.T) {
+	for _, tc := range []struct {
+		name, current, target string
+		replicas              *int
+		want                  map[string]any
+		err                   string
+	}{
+		{name: "the legacy layout moves to image", current: "rancherImage: registry.example/rancher/rancher\nrancherImagePullPolicy: Always\nrancherImageTag: v2.12.3\nhostname: h\n",
+			target: "v1.8.0", want: map[string]any{"hostname": "h", "image": map[string]any{"repository": "registry.example/rancher/rancher", "pullPolicy": "IfNotPresent", "tag": "v2.14.0"},
+				"features": "multi-cluster-management=false,multi-cluster-management-agent=false,managed-system-upgrade-controller=false"}},
+		{name: "the new layout keeps its image", current: "image:\n  repository: rancher/rancher\n  pullPolicy: Always\n  tag: v2.13.1\nextraEnv:\n- name: HTTP_PROXY\n  value: http://proxy:3128\n",
+			target: "v1.9.0", replicas: ptr.To(-2),
+			want: map[string]any{"image": map[string]any{"repository": "rancher/rancher", "pullPolicy": "Always", "tag": "v2.14.0"}, "replicas": float64(-2),
+				"extraEnv": []any{map[string]any{"name": "HTTP_PROXY", "value": "http://proxy:3128"}},
+				"features": "multi-cluster-management=false,multi-cluster-management-agent=false,managed-system-upgrade-controller=false,crt-token-ttl-rotation=false"}},
+		{name: "not Harvester's Rancher", current: "hostname: x\n", target: "v1.8.0", err: "neither rancherImageTag nor image.tag"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := clusterupgrade.RancherValues([]byte(tc.current), "v2.14.0", tc.target, clusterupgrade.RancherOptions{Replicas: tc.replicas})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			var got map[string]any
+			if err != nil || yaml.Unmarshal(out, &got) != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			gb, _ := json.Marshal(got)
+			wb, _ := json.Marshal(tc.want)
+			if string(gb) != string(wb) {
+				t.Errorf("values\n%s\nwant\n%s", gb, wb)
+			}
+		})
 	}
 }

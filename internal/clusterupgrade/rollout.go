@@ -6,10 +6,8 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 )
@@ -49,28 +47,6 @@ func (u *Upgrade) waitDeployment(ctx context.Context, key client.ObjectKey, time
 			return false, "", err
 		}
 		ok, status := DeploymentRolledOut(d)
-		return ok, status, nil
-	})
-}
-
-// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get
-
-// waitLonghorn waits until Longhorn's manager runs the new version on every
-// node: the Harvester chart upgraded it.
-func (u *Upgrade) waitLonghorn(ctx context.Context, _ *run) error {
-	key := client.ObjectKey{Namespace: cluster.LonghornNamespace, Name: cluster.LonghornManagerDaemonSet}
-	if err := u.Client.Get(ctx, key, &appsv1.DaemonSet{}); apierrors.IsNotFound(err) {
-		log.FromContext(ctx).Info("Longhorn's manager DaemonSet does not exist: nothing to wait for", "daemonSet", key.String())
-		return nil
-	}
-	w := u.wait("Longhorn's manager DaemonSet "+key.String()+" to roll out", u.Timeouts.Longhorn,
-		fmt.Sprintf("check its pods (kubectl -n %s describe daemonset %s)", key.Namespace, key.Name))
-	return w.Until(ctx, func(ctx context.Context) (bool, string, error) {
-		ds := &appsv1.DaemonSet{}
-		if err := u.Client.Get(ctx, key, ds); err != nil {
-			return false, "", err
-		}
-		ok, status := DaemonSetRolledOut(ds)
 		return ok, status, nil
 	})
 }

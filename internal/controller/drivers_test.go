@@ -17,6 +17,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/fleetv1alpha1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
@@ -73,7 +74,19 @@ func (h *harness) chartDeployed(name string) {
 	h.t.Helper()
 	mc := &managementv3.ManagedChart{}
 	h.must(h.c.Get(h.ctx(), client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: name}, mc))
-	mc.Status = managementv3.ManagedChartStatus{ObservedGeneration: mc.Generation, Conditions: []common.Condition{{Type: "Ready", Status: "True"}}}
+	mc.Status = managementv3.ManagedChartStatus{ObservedGeneration: mc.Status.ObservedGeneration + 1, Conditions: []common.Condition{{Type: "Ready", Status: "True"}},
+		Summary: fleetv1alpha1.BundleSummary{Ready: 1, DesiredReady: 1}}
+	h.must(h.c.Status().Update(h.ctx(), mc))
+}
+
+// chartDeploying plays Fleet rolling out a ManagedChart's change: its one
+// deployment waits to be applied.
+func (h *harness) chartDeploying(name string) {
+	h.t.Helper()
+	mc := &managementv3.ManagedChart{}
+	h.must(h.c.Get(h.ctx(), client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: name}, mc))
+	mc.Status.Summary = fleetv1alpha1.BundleSummary{WaitApplied: 1, DesiredReady: 1}
+	mc.Status.Unavailable = 1
 	h.must(h.c.Status().Update(h.ctx(), mc))
 }
 

@@ -116,6 +116,7 @@ func TestClusterUpgradeGatePassesOnceSeen(t *testing.T) {
 	p, _ := h.toClusterUpgrading(2)
 	h.setSetting(&managementv3.Setting{}, cluster.RancherServerVersionSetting, h.repo.Release.Rancher)
 	h.upgradeHarvesterChart()
+	h.chartDeploying(cluster.HarvesterManagedChart)
 	h.finishJob(cluster.HarvesterNamespace, names.ClusterUpgradeJob(p.Name), true)
 	// Fleet has not deployed the chart yet, nor has Harvester restarted.
 	h.waitProgressing(p.Name, "ManagedChart fleet-local/harvester is not deployed at 1.8.0 yet")

@@ -14,15 +14,22 @@ import (
 var ErrEligibilityUnknown = errors.New("the upgrade eligibility cannot be checked: the running or the target version is unknown")
 
 // PlanEligibility checks whether the plan may upgrade the cluster from its
-// status.previousVersion to the release in status.releaseMetadata, by
-// release.CheckEligibility in strict mode, unless spec.force says to skip
-// the check. The manager's ImagePreload gate and the version-guard command
-// both decide with it.
+// status.previousVersion to the release in status.releaseMetadata: the
+// toolkit must support the path (release.CheckSupportedPath, which
+// spec.force does not skip: the steps older paths need are not there), and
+// the version rules must allow it (release.CheckEligibility in strict mode,
+// which spec.force skips). The manager's ImagePreload gate, the
+// version-guard command and the node prepare Job all decide with it.
 func PlanEligibility(p *v1beta1.UpgradePlan) error {
+	rm, prev := p.Status.ReleaseMetadata, p.Status.PreviousVersion
+	if prev != nil {
+		if err := release.CheckSupportedPath(*prev); err != nil {
+			return err
+		}
+	}
 	if p.Forced() {
 		return nil
 	}
-	rm, prev := p.Status.ReleaseMetadata, p.Status.PreviousVersion
 	if rm == nil || prev == nil {
 		return ErrEligibilityUnknown
 	}

@@ -60,16 +60,17 @@ type Chroot struct {
 	// Elemental is the elemental binary of the job's image, which knows the
 	// new release's image format better than the host's.
 	Elemental string
-	// Lib64 is the job image's /lib64, bind-mounted over the host's while
-	// Elemental runs when the host's glibc is too old for it.
-	Lib64 string
+	// Lib64 and Lib are the job image's /lib64 and /lib, bind-mounted over
+	// the host's while Elemental runs when the host's glibc is too old for
+	// it (ARM's loader is in /lib).
+	Lib64, Lib string
 	// Now names the elemental log file.
 	Now func() time.Time
 }
 
 // NewChroot returns the Host of the node whose root is mounted at root.
 func NewChroot(root string) *Chroot {
-	return &Chroot{Root: root, Run: Exec{}, Elemental: "/usr/local/bin/elemental", Lib64: "/lib64", Now: time.Now}
+	return &Chroot{Root: root, Run: Exec{}, Elemental: "/usr/local/bin/elemental", Lib64: "/lib64", Lib: "/lib", Now: time.Now}
 }
 
 var _ Host = (*Chroot)(nil)
@@ -333,12 +334,17 @@ func (h *Chroot) elementalUpgrade(ctx context.Context) error {
 	// host has; the job image's libraries are lent to it for the upgrade.
 	out, _ := h.Run.Run(ctx, h.chroot(hostElemental, "version"))
 	if bytes.Contains(out, []byte("GLIBC")) && bytes.Contains(out, []byte("not found")) {
-		if _, err := h.run(ctx, Command{Name: "mount", Args: []string{"-o", "bind", h.Lib64, h.path("/lib64")}}); err != nil {
-			return err
+		for _, lib := range []struct{ image, host string }{{h.Lib64, "/lib64"}, {h.Lib, "/lib"}} {
+			if lib.image == "" {
+				continue
+			}
+			if _, err := h.run(ctx, Command{Name: "mount", Args: []string{"-o", "bind", lib.image, h.path(lib.host)}}); err != nil {
+				return err
+			}
+			defer func() {
+				_, _ = h.run(context.WithoutCancel(ctx), Command{Name: "umount", Args: []string{h.path(lib.host)}})
+			}()
 		}
-		defer func() {
-			_, _ = h.run(context.WithoutCancel(ctx), Command{Name: "umount", Args: []string{h.path("/lib64")}})
-		}()
 	}
 	logFile := fmt.Sprintf("%s/elemental-upgrade-%s.log", UpgradeTmp, h.Now().UTC().Format("20060102150405"))
 	if err := os.MkdirAll(h.path(UpgradeTmp), 0o755); err != nil {

@@ -58,7 +58,7 @@ func fakeHost(repo *releasetest.Repo, tl *jobtest.Timeline) *hosttest.Fake {
 
 func fastTimeouts() nodejob.Timeouts {
 	return nodejob.Timeouts{Repo: 10 * time.Second, Longhorn: 10 * time.Second, Evacuation: 10 * time.Second,
-		PDB: 10 * time.Second, Kubelet: 10 * time.Second, Interval: 20 * time.Millisecond}
+		PDB: 10 * time.Second, Kubelet: 10 * time.Second, Bundles: 10 * time.Second, Interval: 20 * time.Millisecond}
 }
 
 // background runs fn every few milliseconds until the test ends.

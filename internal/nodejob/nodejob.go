@@ -58,6 +58,9 @@ type Timeouts struct {
 	PDB time.Duration
 	// Kubelet: the node runs the new RKE2.
 	Kubelet time.Duration
+	// Bundles: Fleet's bundles are ready before a single node's RKE2 is
+	// upgraded; reported, not blocking.
+	Bundles time.Duration
 	// Interval is the time between two checks of a wait.
 	Interval time.Duration
 }
@@ -70,6 +73,7 @@ func DefaultTimeouts() Timeouts {
 		Evacuation: 45 * time.Minute,
 		PDB:        10 * time.Minute,
 		Kubelet:    30 * time.Minute,
+		Bundles:    3 * time.Minute,
 		Interval:   5 * time.Second,
 	}
 }

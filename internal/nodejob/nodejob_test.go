@@ -18,6 +18,8 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/fleetv1alpha1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 	"github.com/harvester/upgrade-toolkit/internal/helper"
@@ -368,6 +370,16 @@ func TestSingleNodeUpgrade(t *testing.T) {
 	must(t, client.IgnoreAlreadyExists(env.Client.Create(ctx, local)))
 
 	var tl jobtest.Timeline
+	// Fleet is still deploying a chart of the cluster upgrade.
+	bundle := &fleetv1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: jobtest.Name("bundle")}}
+	must(t, env.Client.Create(ctx, bundle))
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), bundle) })
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		tl.Add("fleet deployed")
+		bundle.Status = fleetv1alpha1.BundleStatus{ObservedGeneration: bundle.Generation, Conditions: []common.Condition{{Type: cluster.ConditionReady, Status: "True"}}}
+		_ = env.Client.Status().Update(context.Background(), bundle)
+	}()
 	background(t, fakeKubeVirt(env.Client, n1, "", ns, nil))
 	// Rancher moves the node to the cluster's Kubernetes version.
 	background(t, func(ctx context.Context) {
@@ -392,6 +404,7 @@ func TestSingleNodeUpgrade(t *testing.T) {
 		"host write " + nodejob.RootfsPath,
 		"api create *v1.ConfigMap",
 		"api patch *kubevirtv1.VirtualMachine " + a.String(),
+		"fleet deployed",
 		"host write " + nodejob.RKE2ConfigDir + "/99-max-pods.yaml",
 		"api patch *provisioningv1.Cluster " + cluster.FleetLocalNamespace + "/" + cluster.LocalClusterName,
 		"host remove " + nodejob.RKE2ImagesDir,
@@ -417,6 +430,46 @@ func TestSingleNodeUpgrade(t *testing.T) {
 	must(t, env.Client.Get(ctx, client.ObjectKeyFromObject(local), local))
 	if local.Spec.KubernetesVersion != repo.Release.Kubernetes || local.Spec.RKEConfig == nil {
 		t.Errorf("cluster spec %+v, want kubernetesVersion %s and an rkeConfig", local.Spec, repo.Release.Kubernetes)
+	}
+}
+
+// TestSwitchIngress: the pre-drain Job of an upgrade to v1.9 or newer
+// makes RKE2 run Traefik, once; an upgrade to v1.8 leaves the ingress.
+func TestSwitchIngress(t *testing.T) {
+	repo, url := repoServer(t)
+	n1 := jobtest.Name("node")
+	for _, n := range []string{n1, jobtest.Name("node"), jobtest.Name("node")} {
+		jobtest.Node(t, env.Client, n)
+	}
+	to := func(target string) *v1beta1.UpgradePlan {
+		return jobtest.Plan(t, env.Client, func(p *v1beta1.UpgradePlan) {
+			p.Status.PreviousVersion = ptr.To("v1.8.1")
+			p.Status.ReleaseMetadata.Harvester = target
+		})
+	}
+	write := "write " + nodejob.TraefikConfig
+	for _, tc := range []struct {
+		target string
+		writes int
+	}{{"v1.9.0", 1}, {"v1.9.0-rc1", 1}, {"master-head", 1}, {"v1.8.2", 0}} {
+		t.Run(tc.target, func(t *testing.T) {
+			plan := to(tc.target)
+			h := fakeHost(repo, nil)
+			j := &nodejob.Job{Client: env.Client, Host: h, Plan: plan.Name, Node: n1, RepoURL: url, Timeouts: fastTimeouts()}
+			for range 2 {
+				if err := j.Run(t.Context(), nodejob.TypePreDrain); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := slices.Index(h.Ops(), write) >= 0; got != (tc.writes > 0) || strings.Count(strings.Join(h.Ops(), "\n"), write) != tc.writes {
+				t.Errorf("host operations %v: want %q %d times over two runs", h.Ops(), write, tc.writes)
+			}
+			if tc.writes > 0 {
+				if got, _ := h.File(nodejob.TraefikConfig); string(got) != "ingress-controller: traefik\n" {
+					t.Errorf("%s: %q", nodejob.TraefikConfig, got)
+				}
+			}
+		})
 	}
 }
 
@@ -455,7 +508,7 @@ func TestImageCleanup(t *testing.T) {
 	}
 
 	// A release without the previous version's list: nothing to compare.
-	old := jobtest.Plan(t, env.Client, func(p *v1beta1.UpgradePlan) { p.Status.PreviousVersion = ptr.To("v1.6.0") })
+	old := jobtest.Plan(t, env.Client, func(p *v1beta1.UpgradePlan) { p.Status.PreviousVersion = ptr.To("v1.7.0") })
 	h = &hosttest.Fake{Present: []string{"docker.io/rancher/harvester:v1.7.1"}}
 	j = &nodejob.Job{Client: env.Client, Host: h, Plan: old.Name, Node: "n1", RepoURL: url, Timeouts: fastTimeouts()}
 	if err := j.Run(t.Context(), nodejob.TypeImageCleanup); err != nil || len(h.Ops()) != 0 {

@@ -27,15 +27,15 @@ const (
 	AgentService = "rancher-system-agent.service"
 )
 
-// checkEligibility refuses an upgrade the version rules forbid, unless the
-// plan says spec.force, with the same decision as the manager.
+// checkEligibility refuses an upgrade the toolkit does not support or the
+// version rules forbid (unless the plan says spec.force), with the same
+// decision as the manager.
 func (j *Job) checkEligibility(ctx context.Context, s *state) error {
 	if err := j.readPlan(ctx, s); err != nil {
 		return err
 	}
 	if s.plan.Forced() {
-		log.FromContext(ctx).Info("spec.force is set: the upgrade eligibility is not checked")
-		return nil
+		log.FromContext(ctx).Info("spec.force is set: only the supported upgrade paths are checked")
 	}
 	return helper.PlanEligibility(s.plan)
 }

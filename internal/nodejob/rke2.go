@@ -6,6 +6,8 @@ import (
 	"path"
 	"strings"
 
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/harvester/upgrade-toolkit/internal/release"
 )
 
@@ -49,6 +51,45 @@ func ReservedCPU(cores, maxPods int) (system, kube int) {
 		reserved += 400
 	}
 	return reserved * 2 * 2 / 5, reserved * 2 * 3 / 5
+}
+
+// TraefikConfig makes RKE2 run Traefik as its ingress controller.
+const TraefikConfig = RKE2ConfigDir + "/99-traefik.yaml"
+
+// Per-version steps of the node jobs.
+const stepSwitchIngress = "switch-ingress"
+
+// VersionSteps are the per-version steps of Harvester's upgrade_node.sh, as
+// data.
+var VersionSteps = release.VersionSteps{
+	{Step: stepSwitchIngress, To: "v1.9",
+		Why: "v1.9 moves RKE2's ingress controller from ingress-nginx to Traefik"},
+}
+
+// switchIngress has RKE2 run Traefik as its ingress controller from its
+// next start, on upgrades to a release that needs it, unless the node has
+// that configuration (the operator's or an earlier attempt's).
+func (j *Job) switchIngress(ctx context.Context, s *state) error {
+	if s.plan == nil {
+		if err := j.readPlan(ctx, s); err != nil {
+			return err
+		}
+	}
+	previous, target := "", ""
+	if p := s.plan.Status.PreviousVersion; p != nil {
+		previous = *p
+	}
+	if rm := s.plan.Status.ReleaseMetadata; rm != nil {
+		target = rm.Harvester
+	}
+	if ok, why := VersionSteps.AppliesTo(stepSwitchIngress, previous, target); !ok {
+		log.FromContext(ctx).Info("RKE2's ingress controller stays", "reason", why)
+		return nil
+	}
+	if ok, err := j.Host.FileExists(ctx, TraefikConfig); err != nil || ok {
+		return err
+	}
+	return j.Host.WriteFile(ctx, TraefikConfig, strings.NewReader("ingress-controller: traefik\n"), 0o644)
 }
 
 // removeCanalConfig removes the canal configuration of older releases.

@@ -37,6 +37,7 @@ func (j *Job) preDrainSteps() []step {
 		{"wait for the evacuation PodDisruptionBudgets", j.waitEvacuationPDBs},
 		{"remove the old canal configuration", j.removeCanalConfig},
 		{"disable RKE2's snapshot charts", j.disableRKE2Charts},
+		{"switch RKE2's ingress controller to Traefik", j.switchIngress},
 	}
 }
 
@@ -64,7 +65,11 @@ func (j *Job) singleNodeSteps() []step {
 		{"download the new OS image", j.downloadRootfs},
 		{"record and stop the VMs", j.shutDownNonMigratable},
 		{"wait for the VMs to stop", j.waitVMsGone(false)},
+		// Fleet is left to finish the cluster upgrade's charts before RKE2
+		// restarts under it.
+		{"wait for Fleet's bundles", j.waitBundles},
 		{"configure the kubelet", j.configureKubelet},
+		{"switch RKE2's ingress controller to Traefik", j.switchIngress},
 		{"upgrade RKE2", j.upgradeRKE2},
 		{"wait for the new RKE2", j.waitKubelet},
 		{"remove the staged RKE2 archives", j.cleanRKE2Archives},
@@ -106,4 +111,14 @@ func (j *Job) upgradeRKE2(ctx context.Context, s *state) error {
 		return fmt.Errorf("setting kubernetesVersion %s on the provisioning Cluster %s/%s: %w", s.release.Kubernetes, cl.Namespace, cl.Name, err)
 	}
 	return nil
+}
+
+// +kubebuilder:rbac:groups=fleet.cattle.io,resources=bundles,verbs=list
+// +kubebuilder:rbac:groups=management.cattle.io,resources=managedcharts,verbs=list
+
+// waitBundles waits a while for Fleet's bundles to be ready and reports
+// the ones that are not (cluster.WaitBundles): they do not hold up the
+// node's upgrade.
+func (j *Job) waitBundles(ctx context.Context, _ *state) error {
+	return cluster.WaitBundles(ctx, j.Client, j.Timeouts.Bundles, j.Timeouts.Interval)
 }

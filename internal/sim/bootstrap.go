@@ -55,12 +55,6 @@ func (s *Sim) bootstrap(ctx context.Context) error {
 		}},
 		s.kubeVirt(),
 		s.harvesterChart(),
-		deployedChart(cluster.HarvesterCRDManagedChart, c.From.HarvesterChart, nil),
-		{obj: &managementv3.Setting{ObjectMeta: metav1.ObjectMeta{Name: cluster.RancherServerVersionSetting}, Value: c.From.Rancher}},
-		{obj: &harvesterv1beta1.Addon{
-			ObjectMeta: metav1.ObjectMeta{Namespace: cluster.MonitoringNamespace, Name: cluster.MonitoringAddon},
-			Spec:       harvesterv1beta1.AddonSpec{Repo: "http://harvester-cluster-repo.cattle-system.svc/charts", Chart: "rancher-monitoring", Version: c.From.MonitoringChart, Enabled: true},
-		}, status: func(o client.Object) { o.(*harvesterv1beta1.Addon).Status.Status = cluster.AddonStateDeployed }},
 		{obj: &longhornv1beta2.Setting{
 			ObjectMeta: metav1.ObjectMeta{Namespace: cluster.LonghornNamespace, Name: cluster.LonghornReplicaReplenishmentWaitInterval},
 			Value:      "600",
@@ -71,10 +65,14 @@ func (s *Sim) bootstrap(ctx context.Context) error {
 		}, status: func(o client.Object) { o.(*harvesterv1beta1.Addon).Status.Status = cluster.AddonStateDeployed }},
 	}
 	objs = append(objs, s.volumes()...)
+	objs = append(objs, s.componentObjects()...)
 	for _, o := range objs {
 		if err := s.createWithStatus(ctx, o); err != nil {
 			return err
 		}
+	}
+	if err := s.createHelmReleases(ctx); err != nil {
+		return err
 	}
 	for _, vm := range c.VMs {
 		if err := s.createVM(ctx, vm); err != nil {
@@ -351,23 +349,18 @@ func (s *Sim) harvesterChart() statusObject {
 	values, _ := json.Marshal(map[string]any{"kubevirt": map[string]any{"spec": map[string]any{
 		"workloadUpdateStrategy": map[string]any{"workloadUpdateMethods": []string{"LiveMigrate"}},
 	}}})
-	return deployedChart(cluster.HarvesterManagedChart, s.cfg.From.HarvesterChart, &runtime.RawExtension{Raw: values})
-}
-
-// deployedChart is a ManagedChart of Harvester's that Fleet deployed.
-func deployedChart(name, version string, values *runtime.RawExtension) statusObject {
 	return statusObject{
 		obj: &managementv3.ManagedChart{
-			ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: name},
+			ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: cluster.HarvesterManagedChart},
 			Spec: managementv3.ManagedChartSpec{
-				Chart: name, RepoName: "harvester-charts", ReleaseName: name,
-				Version: version, DefaultNamespace: cluster.HarvesterNamespace,
-				TimeoutSeconds: 600, Values: values,
+				Chart: "harvester", RepoName: "harvester-charts", ReleaseName: "harvester",
+				Version: strings.TrimPrefix(s.cfg.From.Harvester, "v"), DefaultNamespace: cluster.HarvesterNamespace,
+				TimeoutSeconds: 600, Values: &runtime.RawExtension{Raw: values},
 			},
 		},
 		status: func(o client.Object) {
 			mc := o.(*managementv3.ManagedChart)
-			mc.Status = managementv3.ManagedChartStatus{ObservedGeneration: mc.Generation, Conditions: []common.Condition{readyTrue()}}
+			mc.Status.ObservedGeneration, mc.Status.Conditions = mc.Generation, []common.Condition{readyTrue()}
 		},
 	}
 }

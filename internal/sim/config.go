@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/clusterupgrade"
 )
 
 // Config describes the simulated cluster and how its actors behave. Start
@@ -18,8 +19,7 @@ type Config struct {
 	Witness bool
 	// From is the release the cluster runs: Harvester (default v1.7.1),
 	// Kubernetes (default v1.34.4+rke2r1), OS (default "Harvester
-	// <Harvester>"), Rancher (default v2.13.1) and the monitoring chart;
-	// HarvesterChart is always Harvester without its "v".
+	// <Harvester>") and Rancher (default v2.12.3).
 	From v1beta1.ReleaseMetadata
 	// To is the release a Version object describes and the repo serves
 	// (default v1.8.0 with Kubernetes v1.35.2+rke2r1, minimum upgradable
@@ -55,9 +55,13 @@ type Config struct {
 	Timing Timing
 	// Faults are injected from the start; SetFaults changes them later.
 	Faults FaultSet
-	// RealJobs runs the toolkit's own code for the node jobs and restore-vm
-	// in-process instead of their simulated work (see realJobWorks).
+	// RealJobs runs the toolkit's own code for the node jobs, restore-vm and
+	// the cluster upgrade in-process instead of their simulated work (see
+	// realJobWorks).
 	RealJobs bool
+	// ClusterUpgradeTimeouts replaces the real cluster-upgrade Job's bounds
+	// (default: ClusterUpgradeTimeouts).
+	ClusterUpgradeTimeouts *clusterupgrade.Timeouts
 	// JobWork replaces the simulated work of a job type, e.g. with the real
 	// job command run in-process.
 	JobWork map[string]JobWork
@@ -104,12 +108,8 @@ func (c *Config) setDefaults() {
 	if c.From.OS == "" {
 		c.From.OS = "Harvester " + c.From.Harvester
 	}
-	c.From.HarvesterChart = chartVersion(c.From.Harvester)
 	if c.From.Rancher == "" {
-		c.From.Rancher = "v2.13.1"
-	}
-	if c.From.MonitoringChart == "" {
-		c.From.MonitoringChart = "107.1.0+up69.8.2-rancher.15"
+		c.From.Rancher = "v2.12.3"
 	}
 	if c.To.Harvester == "" {
 		c.To.Harvester = "v1.8.0"
@@ -120,7 +120,9 @@ func (c *Config) setDefaults() {
 	if c.To.OS == "" {
 		c.To.OS = "Harvester " + c.To.Harvester
 	}
-	c.To.HarvesterChart = chartVersion(c.To.Harvester)
+	if c.To.HarvesterChart == "" {
+		c.To.HarvesterChart = strings.TrimPrefix(c.To.Harvester, "v")
+	}
 	if c.To.Rancher == "" {
 		c.To.Rancher = "v2.14.0"
 	}
@@ -243,11 +245,3 @@ func defaultVMs(nodes []string, perNode, nonMigratable int) []VM {
 	}
 	return vms
 }
-
-// chartVersion is the version of the harvester chart that runs a Harvester
-// version: the same without the "v". The simulated Harvester reports the
-// version of the chart Fleet deployed.
-func chartVersion(harvester string) string { return strings.TrimPrefix(harvester, "v") }
-
-// harvesterVersion is the Harvester version a harvester chart version runs.
-func harvesterVersion(chart string) string { return "v" + chart }

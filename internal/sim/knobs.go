@@ -41,6 +41,9 @@ type Timing struct {
 	// ReplicaRebuild is how long a Longhorn volume stays degraded after the
 	// node of one of its replicas came back.
 	ReplicaRebuild time.Duration
+	// ChartDeploy is how long Fleet takes to deploy a chart's new version,
+	// and Harvester an add-on's.
+	ChartDeploy time.Duration
 }
 
 // DemoTiming returns step durations that make an upgrade visible to a person
@@ -58,6 +61,7 @@ func DemoTiming() Timing {
 		Reboot:         time.Second,
 		Migration:      300 * time.Millisecond,
 		ReplicaRebuild: 500 * time.Millisecond,
+		ChartDeploy:    300 * time.Millisecond,
 	}
 }
 
@@ -117,7 +121,25 @@ type FaultSet struct {
 	// KubeletStaysOld lists nodes whose agent reports the RKE2 plan applied
 	// while the kubelet keeps its old version.
 	KubeletStaysOld []string
+	// Unresponsive lists components that stop reacting to the cluster
+	// upgrade (ComponentFleet, ComponentAddons, ...).
+	Unresponsive []string
 }
+
+// Components FaultSet.Unresponsive can stop.
+const (
+	// ComponentFleet never deploys a Bundle's new generation.
+	ComponentFleet = "fleet"
+	// ComponentFleetAgent never redeploys Fleet's agent.
+	ComponentFleetAgent = "fleet-agent"
+	// ComponentAddons: Harvester's add-on controller never redeploys an
+	// add-on.
+	ComponentAddons = "addons"
+	// ComponentKubeVirt: virt-operator never reaches the new version.
+	ComponentKubeVirt = "kubevirt"
+	// ComponentLonghorn: Longhorn's manager never rolls out again.
+	ComponentLonghorn = "longhorn"
+)
 
 // faults guards the fault set, which tests and the demo may change while the
 // simulation runs.
@@ -168,6 +190,12 @@ func (f *faults) importFault(namespace, name string) *ImportFault {
 
 func (f *faults) neverReturns(node string) bool {
 	return f.nodeIn(func(s *FaultSet) []string { return s.NeverReturn }, node)
+}
+
+func (f *faults) unresponsive(component string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return slices.Contains(f.set.Unresponsive, component)
 }
 
 func (f *faults) drainStalls(node string) bool {

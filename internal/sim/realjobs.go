@@ -2,7 +2,9 @@ package sim
 
 import (
 	"context"
+	"embed"
 	"fmt"
+	"io/fs"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/clusterupgrade"
 	"github.com/harvester/upgrade-toolkit/internal/helper"
 	"github.com/harvester/upgrade-toolkit/internal/host"
 	"github.com/harvester/upgrade-toolkit/internal/host/hosttest"
@@ -36,7 +39,43 @@ func (s *Sim) realJobWorks() map[string]JobWork {
 		JobSingleNodeUpgrade: node(nodejob.TypeSingleNodeUpgrade),
 		JobImageCleanup:      node(nodejob.TypeImageCleanup),
 		JobRestoreVM:         s.runRestoreVM,
+		JobClusterUpgrade:    s.runClusterUpgrade,
 	}
+}
+
+// image holds what the toolkit's image carries for the cluster-upgrade Job:
+// the add-on manifests (addons/) and the CRDs Helm does not upgrade (crds/).
+//
+//go:embed image
+var image embed.FS
+
+// ClusterUpgradeTimeouts are the real cluster-upgrade Job's bounds in the
+// simulator: its defaults, polled as fast as simulated work, with Rancher's
+// CAPI controllers settled after a drain step.
+func (s *Sim) ClusterUpgradeTimeouts() clusterupgrade.Timeouts {
+	t := clusterupgrade.DefaultTimeouts()
+	t.Interval = pollInterval
+	t.CAPIStable = s.cfg.Timing.DrainStep
+	if s.cfg.ClusterUpgradeTimeouts != nil {
+		t = *s.cfg.ClusterUpgradeTimeouts
+	}
+	return t
+}
+
+// runClusterUpgrade runs `upgrade-toolkit cluster-upgrade` as the Job's pod
+// would.
+func (s *Sim) runClusterUpgrade(ctx context.Context, job *batchv1.Job) error {
+	plan := JobEnv(job)[nodejob.EnvPlan]
+	if plan == "" {
+		return fmt.Errorf("job %s/%s has no %s", job.Namespace, job.Name, nodejob.EnvPlan)
+	}
+	addons, _ := fs.Sub(image, "image/addons")
+	crds, _ := fs.Sub(image, "image/crds")
+	u := &clusterupgrade.Upgrade{
+		Client: s.direct, Plan: plan, RepoURL: s.RepoURL(cluster.HarvesterNamespace, names.Repo(plan)),
+		Rancher: RancherChart{s: s}, Addons: addons, CRDs: crds, Timeouts: s.ClusterUpgradeTimeouts(),
+	}
+	return u.Run(log.IntoContext(ctx, s.log.WithName("job")))
 }
 
 // jobTimeouts are the real jobs' bounds, polled as fast as simulated work.

@@ -31,6 +31,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/release"
 )
 
 // Sim is a running simulated cluster.
@@ -45,7 +46,9 @@ type Sim struct {
 	reader client.Reader
 	mgr    ctrl.Manager
 
-	faults   faults
+	faults faults
+	// target is the release the repo serves, nil when it cannot be read.
+	target   *release.Release
 	kubelets *kubelets
 	repo     *repoServer
 	steps    stepClock
@@ -77,9 +80,12 @@ func Start(ctx context.Context, restCfg *rest.Config, cfg Config) (*Sim, error) 
 	if s.direct, err = client.New(simCfg, client.Options{Scheme: s.scheme}); err != nil {
 		return nil, fmt.Errorf("sim: creating a client: %w", err)
 	}
-	release := cfg.ReleaseTree
-	if release == nil {
-		release = releaseTree(cfg.From, cfg.To)
+	tree := cfg.ReleaseTree
+	if tree == nil {
+		tree = releaseTree(cfg.From, cfg.To)
+	}
+	if data, err := fs.ReadFile(tree, release.ReleaseFile); err == nil {
+		s.target, _ = release.ParseRelease(data)
 	}
 	if err := s.startKubelets(); err != nil {
 		return nil, err
@@ -88,7 +94,7 @@ func Start(ctx context.Context, restCfg *rest.Config, cfg Config) (*Sim, error) 
 		s.stopServers()
 		return nil, err
 	}
-	if err := s.startManager(ctx, simCfg, release); err != nil {
+	if err := s.startManager(ctx, simCfg, tree); err != nil {
 		s.stopServers()
 		return nil, err
 	}
@@ -144,7 +150,7 @@ func (s *Sim) startManager(ctx context.Context, restCfg *rest.Config, release fs
 	s.runCtx, s.cancel = runCtx, cancel
 	for _, setup := range []func(ctrl.Manager) error{
 		s.setupCDI, s.setupWorkloads, s.setupSUC, s.setupJobRunner, s.setupRancher,
-		s.setupNodeAgent, s.setupKubeVirt, s.setupLonghorn, s.setupFleet,
+		s.setupNodeAgent, s.setupKubeVirt, s.setupLonghorn, s.setupFleet, s.setupRancherServer, s.setupComponents,
 	} {
 		if err := setup(mgr); err != nil {
 			cancel()

@@ -12,6 +12,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -22,6 +23,8 @@ import (
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/catalogv1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/fleetv1alpha1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
@@ -80,7 +83,9 @@ func wipe(t *testing.T) {
 		&kubevirtv1.VirtualMachineInstanceMigrationList{}, &longhornv1beta2.SettingList{}, &longhornv1beta2.VolumeList{},
 		&batchv1.JobList{}, &appsv1.DeploymentList{}, &corev1.ServiceList{}, &discoveryv1.EndpointSliceList{},
 		&corev1.PersistentVolumeClaimList{}, &corev1.PodList{}, &corev1.ConfigMapList{}, &corev1.SecretList{},
-		&managementv3.SettingList{},
+		&managementv3.SettingList{}, &managementv3.ClusterList{}, &capiv1beta1.ClusterList{}, &fleetv1alpha1.ClusterList{},
+		&fleetv1alpha1.BundleList{}, &catalogv1.ClusterRepoList{}, &longhornv1beta2.NodeList{}, &longhornv1beta2.InstanceManagerList{},
+		&appsv1.DaemonSetList{}, &networkingv1.IngressList{}, &networkingv1.IngressClassList{},
 	}
 	for _, list := range lists {
 		if err := c.List(ctx, list); err != nil {

@@ -108,7 +108,8 @@ func CRDs() ([]*apiextv1.CustomResourceDefinition, error) {
 // Namespaces the toolkit works in; created in every test API server.
 var Namespaces = []string{
 	cluster.HarvesterNamespace, cluster.CattleNamespace, cluster.FleetLocalNamespace,
-	cluster.LonghornNamespace, cluster.KubeSystemNamespace, cluster.MonitoringNamespace,
+	cluster.LonghornNamespace, cluster.KubeSystemNamespace,
+	cluster.FleetSystemNamespace, cluster.FleetLocalSystemNamespace, cluster.MonitoringNamespace, cluster.LoggingNamespace,
 }
 
 // Start starts an API server, installs the CRDs and creates the namespaces.

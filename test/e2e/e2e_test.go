@@ -24,10 +24,13 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/fleetv1alpha1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/helmv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
+	"github.com/harvester/upgrade-toolkit/internal/clusterupgrade"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/sim"
 	"github.com/harvester/upgrade-toolkit/internal/simrun"
@@ -48,6 +51,8 @@ type scenario struct {
 	spec v1beta1.UpgradePlanSpec
 	// during runs while the upgrade runs, with each new state of the plan.
 	during func(t *testing.T, ctx context.Context, run *simrun.Run, p *v1beta1.UpgradePlan)
+	// after runs once the plan finished, on the cluster it left.
+	after func(t *testing.T, ctx context.Context, run *simrun.Run)
 	// restarts kills the manager at a random moment of every phase.
 	restarts bool
 	// deadlines shortens the manager's deadlines for the scenario.
@@ -175,6 +180,9 @@ func (sc scenario) run(t *testing.T) *v1beta1.UpgradePlan {
 	if sc.restarts {
 		t.Logf("the manager was restarted %d times", run.Restarts())
 	}
+	if sc.after != nil {
+		sc.after(t, ctx, run)
+	}
 	return final
 }
 
@@ -186,9 +194,102 @@ func TestOneNode(t *testing.T) {
 }
 
 func TestThreeNodes(t *testing.T) {
-	p := scenario{sim: sim.Config{Nodes: 3, Witness: true}, want: v1beta1.PhaseSucceeded}.run(t)
+	p := scenario{sim: sim.Config{Nodes: 3, Witness: true}, want: v1beta1.PhaseSucceeded, after: clusterComponentsUpgraded}.run(t)
 	if len(p.Status.NodeUpgradeStatuses) != 4 {
 		t.Errorf("node statuses %v", p.Status.NodeUpgradeStatuses)
+	}
+}
+
+// clusterComponentsUpgraded checks what the real cluster-upgrade Job left:
+// every component at the release, as the simulated components report it.
+func clusterComponentsUpgraded(t *testing.T, ctx context.Context, run *simrun.Run) {
+	c := run.Client
+	cfg := run.Sim.Config()
+	get := func(key client.ObjectKey, obj client.Object) {
+		t.Helper()
+		if err := c.Get(ctx, key, obj); err != nil {
+			t.Errorf("reading %T %s: %v", obj, key, err)
+		}
+	}
+	sv := &managementv3.Setting{}
+	get(client.ObjectKey{Name: cluster.RancherServerVersionSetting}, sv)
+	if sv.Value != cfg.To.Rancher {
+		t.Errorf("Rancher reports %s, want %s", sv.Value, cfg.To.Rancher)
+	}
+	for name, version := range map[string]string{
+		cluster.HarvesterManagedChart: cfg.To.HarvesterChart, cluster.HarvesterCRDManagedChart: cfg.To.HarvesterChart,
+		cluster.MonitoringCRDManagedChart: cfg.To.MonitoringChart,
+	} {
+		mc := &managementv3.ManagedChart{}
+		get(client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: name}, mc)
+		if mc.Spec.Version != version || mc.Spec.Paused || mc.Status.Summary.Ready != 1 {
+			t.Errorf("ManagedChart %s: version %s, paused %v, %d ready; want %s deployed", name, mc.Spec.Version, mc.Spec.Paused, mc.Status.Summary.Ready, version)
+		}
+	}
+	if left, err := cluster.BundlesNotReady(ctx, c); err != nil || len(left) > 0 {
+		t.Errorf("Fleet bundles not ready: %v %v", left, err)
+	}
+	mon := &harvesterv1beta1.Addon{}
+	get(client.ObjectKey{Namespace: cluster.MonitoringNamespace, Name: cluster.MonitoringAddon}, mon)
+	if mon.Spec.Version != cfg.To.MonitoringChart || mon.Status.Status != cluster.AddonStateDeployed || !strings.Contains(mon.Spec.ValuesContent, "metricLabelsAllowlist") {
+		t.Errorf("rancher-monitoring: version %s, status %s, values %q", mon.Spec.Version, mon.Status.Status, mon.Spec.ValuesContent)
+	}
+	kv := &kubevirtv1.KubeVirt{}
+	get(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: cluster.KubeVirtName}, kv)
+	if kv.Status.ObservedKubeVirtVersion != kv.Status.TargetKubeVirtVersion || kv.Status.TargetKubeVirtVersion == cfg.KubeVirtVersion {
+		t.Errorf("KubeVirt observed %s, target %s", kv.Status.ObservedKubeVirtVersion, kv.Status.TargetKubeVirtVersion)
+	}
+	fc := &fleetv1alpha1.Cluster{}
+	get(client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: cluster.LocalClusterName}, fc)
+	if ptr.Deref(fc.Status.AgentDeployedGeneration, 0) != 2 {
+		t.Errorf("Fleet's agent generation %v, want 2: redeployed once", fc.Status.AgentDeployedGeneration)
+	}
+	hcc := &helmv1.HelmChartConfig{}
+	get(client.ObjectKey{Namespace: cluster.KubeSystemNamespace, Name: cluster.RKE2MultusChartConfig}, hcc)
+	if hcc.Spec.FailurePolicy != cluster.HelmFailurePolicyAbort {
+		t.Errorf("rke2-multus failurePolicy %q", hcc.Spec.FailurePolicy)
+	}
+}
+
+// TestComponentsThatDoNotReact: a component that never reacts to the
+// cluster upgrade fails the plan at the step that waits for it: the steps
+// after it did not run.
+func TestComponentsThatDoNotReact(t *testing.T) {
+	short := clusterupgrade.DefaultTimeouts()
+	short.Interval, short.CAPIStable = 20*time.Millisecond, 0
+	short.Charts, short.Fleet, short.KubeVirt, short.Longhorn = 2*time.Second, 2*time.Second, 2*time.Second, 2*time.Second
+	chartVersion := func(ctx context.Context, c client.Client, name string) string {
+		mc := &managementv3.ManagedChart{}
+		_ = c.Get(ctx, client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: name}, mc)
+		return mc.Spec.Version
+	}
+	registrySynced := func(ctx context.Context, c client.Client) bool {
+		s := &harvesterv1beta1.Setting{}
+		_ = c.Get(ctx, client.ObjectKey{Name: cluster.ContainerdRegistrySetting}, s)
+		return s.Annotations[cluster.AnnotationUpgradePatched] != ""
+	}
+	for component, stoppedBefore := range map[string]func(ctx context.Context, run *simrun.Run) bool{
+		// The harvester chart is not changed while its CRD chart is not deployed.
+		sim.ComponentFleet: func(ctx context.Context, run *simrun.Run) bool {
+			return chartVersion(ctx, run.Client, cluster.HarvesterManagedChart) == strings.TrimPrefix(run.Sim.Config().From.Harvester, "v")
+		},
+		sim.ComponentFleetAgent: func(ctx context.Context, run *simrun.Run) bool {
+			return chartVersion(ctx, run.Client, cluster.HarvesterCRDManagedChart) == strings.TrimPrefix(run.Sim.Config().From.Harvester, "v")
+		},
+		sim.ComponentKubeVirt: func(ctx context.Context, run *simrun.Run) bool { return !registrySynced(ctx, run.Client) },
+		sim.ComponentLonghorn: func(ctx context.Context, run *simrun.Run) bool {
+			return registrySynced(ctx, run.Client) && chartVersion(ctx, run.Client, cluster.MonitoringCRDManagedChart) != run.Sim.Config().To.MonitoringChart
+		},
+	} {
+		t.Run(component, func(t *testing.T) {
+			scenario{sim: sim.Config{Nodes: 1, ClusterUpgradeTimeouts: &short, Faults: sim.FaultSet{Unresponsive: []string{component}}},
+				want: v1beta1.PhaseFailed, failure: "upgrading the cluster's components failed",
+				after: func(t *testing.T, ctx context.Context, run *simrun.Run) {
+					if !stoppedBefore(ctx, run) {
+						t.Errorf("the cluster upgrade went on past the step that waits for %s", component)
+					}
+				}}.run(t)
+		})
 	}
 }
 

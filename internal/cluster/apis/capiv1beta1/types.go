@@ -1,5 +1,6 @@
-// Package capiv1beta1 holds Cluster API's cluster.x-k8s.io/v1beta1 Machine,
-// reduced to the fields the toolkit uses to map machines to nodes.
+// Package capiv1beta1 holds Cluster API's cluster.x-k8s.io/v1beta1 Machine
+// and Cluster, reduced to the fields the toolkit uses to map machines to
+// nodes and to wait for Rancher's CAPI controllers to settle.
 //
 // +kubebuilder:object:generate=true
 // +groupName=cluster.x-k8s.io
@@ -23,7 +24,7 @@ var (
 )
 
 func init() {
-	schemeBuilder.Register(&Machine{}, &MachineList{})
+	schemeBuilder.Register(&Machine{}, &MachineList{}, &Cluster{}, &ClusterList{})
 }
 
 // Machine is one machine of the cluster; Rancher's machine-plan Secret names
@@ -79,4 +80,42 @@ type MachineList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Machine `json:"items"`
+}
+
+// Cluster is CAPI's view of a cluster; fleet-local/local is Harvester's,
+// reconciled by Rancher.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+type Cluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// +optional
+	Spec ClusterSpec `json:"spec,omitempty"`
+	// +optional
+	Status ClusterStatus `json:"status,omitempty"`
+}
+
+// ClusterSpec is reduced to nothing the toolkit reads.
+type ClusterSpec struct {
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+}
+
+// ClusterStatus reports the cluster's phase.
+type ClusterStatus struct {
+	// Phase is e.g. Pending, Provisioning, Provisioned, Deleting, Failed.
+	// +optional
+	Phase string `json:"phase,omitempty"`
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// ClusterList is a list of Clusters.
+//
+// +kubebuilder:object:root=true
+type ClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Cluster `json:"items"`
 }

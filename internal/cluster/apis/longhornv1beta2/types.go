@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/scheme"
+
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
 )
 
 // GroupVersion of the Longhorn kinds.
@@ -22,7 +24,7 @@ var (
 )
 
 func init() {
-	schemeBuilder.Register(&Setting{}, &SettingList{}, &Volume{}, &VolumeList{}, &Engine{}, &EngineList{})
+	schemeBuilder.Register(&Setting{}, &SettingList{}, &Volume{}, &VolumeList{}, &Engine{}, &EngineList{}, &InstanceManager{}, &InstanceManagerList{}, &Node{}, &NodeList{})
 }
 
 // Setting is one Longhorn setting.
@@ -146,4 +148,70 @@ type EngineList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Engine `json:"items"`
+}
+
+// InstanceManager runs the engines and replicas of one node for one image
+// and data engine; its labels say which (longhorn.io/node,
+// longhorn.io/instance-manager-type, longhorn.io/data-engine,
+// longhorn.io/instance-manager-image).
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+type InstanceManager struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// +optional
+	Spec InstanceManagerSpec `json:"spec,omitempty"`
+	// +optional
+	Status InstanceManagerStatus `json:"status,omitempty"`
+}
+
+// InstanceManagerSpec names the image and node.
+type InstanceManagerSpec struct {
+	// +optional
+	Image string `json:"image,omitempty"`
+	// +optional
+	NodeID string `json:"nodeID,omitempty"`
+}
+
+// InstanceManagerStatus reports whether it runs.
+type InstanceManagerStatus struct {
+	// CurrentState is unknown, starting, running, stopped or error.
+	// +optional
+	CurrentState string `json:"currentState,omitempty"`
+}
+
+// InstanceManagerList is a list of InstanceManagers.
+//
+// +kubebuilder:object:root=true
+type InstanceManagerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []InstanceManager `json:"items"`
+}
+
+// Node is a node Longhorn manages.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+type Node struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// +optional
+	Status NodeStatus `json:"status,omitempty"`
+}
+
+// NodeStatus reports the node's conditions.
+type NodeStatus struct {
+	// +optional
+	Conditions []common.Condition `json:"conditions,omitempty"`
+}
+
+// NodeList is a list of Nodes.
+//
+// +kubebuilder:object:root=true
+type NodeList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Node `json:"items"`
 }

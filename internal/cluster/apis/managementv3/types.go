@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/scheme"
 
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/fleetv1alpha1"
 )
 
 // GroupVersion of the management kinds.
@@ -25,7 +26,7 @@ var (
 )
 
 func init() {
-	schemeBuilder.Register(&ManagedChart{}, &ManagedChartList{}, &Setting{}, &SettingList{})
+	schemeBuilder.Register(&ManagedChart{}, &ManagedChartList{}, &Setting{}, &SettingList{}, &Cluster{}, &ClusterList{})
 }
 
 // ManagedChart is a Helm chart that Fleet deploys and keeps in sync.
@@ -63,6 +64,8 @@ type ManagedChartSpec struct {
 	Values *runtime.RawExtension `json:"values,omitempty"`
 	// +optional
 	Diff *DiffOptions `json:"diff,omitempty"`
+	// +optional
+	Targets []fleetv1alpha1.BundleTarget `json:"targets,omitempty"`
 }
 
 // DiffOptions tell Fleet which differences to ignore.
@@ -85,13 +88,10 @@ type ComparePatch struct {
 	JSONPointers []string `json:"jsonPointers,omitempty"`
 }
 
-// ManagedChartStatus reports the deployment.
-type ManagedChartStatus struct {
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// +optional
-	Conditions []common.Condition `json:"conditions,omitempty"`
-}
+// ManagedChartStatus reports the deployment: Rancher copies the status of
+// the chart's Bundle (fleet-local/mcc-<chart>) into it, so its
+// observedGeneration is the Bundle's, not the ManagedChart's.
+type ManagedChartStatus = fleetv1alpha1.BundleStatus
 
 // ManagedChartList is a list of ManagedCharts.
 //
@@ -123,4 +123,31 @@ type SettingList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Setting `json:"items"`
+}
+
+// Cluster is Rancher's management cluster; "local" is Harvester's own.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster
+// +kubebuilder:subresource:status
+type Cluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// +optional
+	Status ClusterStatus `json:"status,omitempty"`
+}
+
+// ClusterStatus reports the cluster's conditions.
+type ClusterStatus struct {
+	// +optional
+	Conditions []common.Condition `json:"conditions,omitempty"`
+}
+
+// ClusterList is a list of Clusters.
+//
+// +kubebuilder:object:root=true
+type ClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Cluster `json:"items"`
 }

@@ -8,6 +8,7 @@ package provisioningv1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/scheme"
 
@@ -55,6 +56,13 @@ type RKEConfig struct {
 	ProvisionGeneration int64 `json:"provisionGeneration,omitempty"`
 	// +optional
 	UpgradeStrategy *ClusterUpgradeStrategy `json:"upgradeStrategy,omitempty"`
+	// Registries is RKE2's registries configuration (mirrors and configs),
+	// which Harvester syncs from its containerd-registry setting.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	Registries *runtime.RawExtension `json:"registries,omitempty"`
 }
 
 // ClusterUpgradeStrategy says how many machines are upgraded at once and how
@@ -111,6 +119,10 @@ type ClusterStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// +optional
 	ClusterName string `json:"clusterName,omitempty"`
+	// FleetWorkspaceName is the Fleet workspace of the cluster (fleet-local
+	// for Harvester's own); Rancher v2.8.1 added it.
+	// +optional
+	FleetWorkspaceName string `json:"fleetWorkspaceName,omitempty"`
 	// +optional
 	Conditions []common.Condition `json:"conditions,omitempty"`
 }
