@@ -9,6 +9,7 @@ SETUP_ENVTEST_VERSION ?= v0.25.1
 ENVTEST_K8S_VERSION ?= 1.34.4
 KUSTOMIZE_VERSION ?= v5.8.2
 HELM_VERSION ?= v3.21.4
+KWOK_VERSION ?= v0.8.0
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
@@ -24,6 +25,15 @@ KUBECTL ?= kubectl
 CONTAINER_TOOL ?= docker
 ENVTEST_DIR ?= $(LOCALBIN)/envtest
 ENVTEST_ASSETS ?= $(ENVTEST_DIR)/k8s/$(ENVTEST_K8S_VERSION)-$(shell go env GOOS)-$(shell go env GOARCH)
+# kube-controller-manager and kube-scheduler of the same release, for the test
+# world (internal/testenv).
+K8S_COMPONENTS_DIR ?= $(LOCALBIN)/k8s
+KUBE_CONTROLLERS_ASSETS ?= $(K8S_COMPONENTS_DIR)/k8s/$(ENVTEST_K8S_VERSION)-$(shell go env GOOS)-$(shell go env GOARCH)
+KWOK ?= $(LOCALBIN)/kwok-$(KWOK_VERSION)
+# The real CRDs of the foreign kinds (hack/crdgen).
+UPSTREAM_CRDS ?= $(LOCALBIN)/upstream-crds
+# What the tests, the demo and the benchmarks find the world's parts by.
+WORLD_ENV = KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" KUBE_CONTROLLERS_ASSETS="$(KUBE_CONTROLLERS_ASSETS)" KWOK="$(KWOK)" UPSTREAM_CRDS="$(UPSTREAM_CRDS)"
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GIT_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -91,14 +101,13 @@ test -f config/rbac/$(1)_role.yaml || printf -- '---\napiVersion: rbac.authoriza
 endef
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate the CRD, the webhook configuration and the roles under config/ and their copies in the Helm chart, and the foreign-kind CRD fixtures for tests.
+manifests: $(CONTROLLER_GEN) ## Generate the CRD, the webhook configuration and the roles under config/ and their copies in the Helm chart.
 	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) webhook paths="./internal/webhook/..." output:webhook:artifacts:config=config/webhook
 	$(call gen-role,manager,$(MANAGER_PKGS))
 	$(call gen-role,webhook,$(WEBHOOK_PKGS))
 	$(call gen-role,metrics_auth,$(METRICS_AUTH_PKGS))
 	$(call gen-role,job,$(JOB_PKGS))
-	$(CONTROLLER_GEN) crd paths="./internal/cluster/apis/..." output:crd:artifacts:config=test/crds
 	rm -rf $(CHART_DIR)/crds $(CHART_DIR)/files && mkdir -p $(CHART_DIR)/crds $(CHART_DIR)/files/rbac $(CHART_DIR)/files/webhook
 	cp config/crd/bases/*.yaml $(CHART_DIR)/crds/
 	cp config/rbac/manager_role.yaml config/rbac/webhook_role.yaml config/rbac/metrics_auth_role.yaml config/rbac/job_role.yaml \
@@ -108,10 +117,11 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD, the webhook configuration and 
 .PHONY: verify
 verify: generate manifests ## Fail when committed generated files are stale or go.mod is untidy.
 	go mod tidy
-	@if [ -n "$$(git status --porcelain -- api config $(CHART_DIR) test/crds internal/cluster/apis go.mod go.sum)" ]; then \
+	cd hack/crdgen && GOWORK=off go mod tidy
+	@if [ -n "$$(git status --porcelain -- api config $(CHART_DIR) internal/cluster/apis go.mod go.sum hack/crdgen/go.mod hack/crdgen/go.sum)" ]; then \
 		echo "Generated files or go.mod are stale; run 'make generate manifests' and 'go mod tidy' and commit:"; \
-		git status --porcelain -- api config $(CHART_DIR) test/crds internal/cluster/apis go.mod go.sum; \
-		git --no-pager diff --stat -- api config $(CHART_DIR) test/crds internal/cluster/apis go.mod go.sum; \
+		git status --porcelain -- api config $(CHART_DIR) internal/cluster/apis go.mod go.sum hack/crdgen/go.mod hack/crdgen/go.sum; \
+		git --no-pager diff --stat -- api config $(CHART_DIR) internal/cluster/apis go.mod go.sum hack/crdgen/go.mod hack/crdgen/go.sum; \
 		exit 1; \
 	fi
 
@@ -128,13 +138,26 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: deps envtest vet kustomize helm ## Run the unit, integration (envtest), packaging and end-to-end tests.
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" go test $(TEST_PKGS) -count=1 -timeout 30m $(TEST_ARGS)
+test: deps tools vet ## Run the unit, integration (envtest), packaging and end-to-end tests.
+	$(WORLD_ENV) KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" go test $(TEST_PKGS) -count=1 -timeout 30m $(TEST_ARGS)
+
+# What the tests need, built from source and cached under bin/. The kwok, CRD,
+# helm and kustomize builds run beside the Kubernetes build (which builds
+# its four components in one go) to overlap their downloads and links.
+.PHONY: tools
+tools: ## Build everything the tests run (the world's parts, helm, kustomize) into bin/.
+	@$(MAKE) --no-print-directory -j 3 world kustomize helm
+
+.PHONY: world
+world: kubernetes kwok upstream-crds ## Build the test world: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and the upstream CRDs.
+
+.PHONY: kubernetes
+kubernetes: envtest k8s-components
 
 .PHONY: bench
-bench: deps envtest ## Benchmarks: the repo server against nginx, and whole upgrades of 3 to 200 simulated nodes (docs/benchmarks.md).
+bench: deps world ## Benchmarks: the repo server against nginx, and whole upgrades of 3 to 200 simulated nodes (docs/benchmarks.md).
 	go test $(BENCH_PKGS) -run '^$$' -bench . -benchmem -timeout 30m $(BENCH_ARGS)
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test ./test/bench -run '^$$' -bench . -benchtime 1x -timeout 60m $(UPGRADE_BENCH_ARGS)
+	$(WORLD_ENV) go test ./test/bench -run '^$$' -bench . -benchtime 1x -timeout 60m $(UPGRADE_BENCH_ARGS)
 
 .PHONY: deps
 deps: ## Install the Debian packages the tests use (xorriso, nginx) when they are missing.
@@ -144,13 +167,26 @@ deps: ## Install the Debian packages the tests use (xorriso, nginx) when they ar
 envtest: ## Provide etcd and kube-apiserver for envtest under bin/envtest (download, else build from source).
 	@hack/envtest.sh "$(ENVTEST_DIR)" "$(ENVTEST_K8S_VERSION)" "$(SETUP_ENVTEST_VERSION)" >/dev/null
 
+# After envtest: built from source, they share its module graph and most of
+# its compiled packages.
+.PHONY: k8s-components
+k8s-components: envtest ## Build kube-controller-manager and kube-scheduler under bin/k8s from source.
+	@hack/build-envtest-bins.sh --components kube-controller-manager,kube-scheduler "$(K8S_COMPONENTS_DIR)" "$(ENVTEST_K8S_VERSION)" >/dev/null
+
+.PHONY: upstream-crds
+upstream-crds: ## Write the real CRDs of the foreign kinds under bin/upstream-crds (hack/crdgen).
+	@hack/upstream-crds.sh "$(UPSTREAM_CRDS)" >/dev/null
+
+.PHONY: kwok
+kwok: $(KWOK) ## Build kwok into bin/.
+
 ##@ Demo
 
 DEMO_ARGS ?=
 
 .PHONY: demo
-demo: envtest build ## Upgrade a simulated 3-node Harvester cluster end to end, live (DEMO_ARGS="--nodes 5 --fault pre-drain ...").
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(LOCALBIN)/upgrade-toolkit demo $(DEMO_ARGS)
+demo: world build ## Upgrade a simulated 3-node Harvester cluster end to end, live (DEMO_ARGS="--nodes 5 --fault pre-drain ...").
+	$(WORLD_ENV) $(LOCALBIN)/upgrade-toolkit demo $(DEMO_ARGS)
 
 ##@ Build
 
@@ -237,6 +273,10 @@ HELM_LDFLAGS := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION
 $(HELM):
 	GOBIN=$(LOCALBIN)/.tmp go install -ldflags "$(HELM_LDFLAGS)" helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 	mv $(LOCALBIN)/.tmp/helm $@
+
+$(KWOK):
+	GOBIN=$(LOCALBIN)/.tmp-kwok CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
+	mv $(LOCALBIN)/.tmp-kwok/kwok $@
 
 $(CONTROLLER_GEN):
 	GOBIN=$(LOCALBIN)/.tmp go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)

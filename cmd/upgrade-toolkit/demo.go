@@ -15,6 +15,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/demo"
+	"github.com/harvester/upgrade-toolkit/internal/testenv"
 )
 
 func init() { subcommands = append(subcommands, newDemoCommand) }
@@ -23,6 +24,7 @@ func newDemoCommand() *cobra.Command {
 	o := demo.Options{Nodes: 3, ResumeAfter: 5 * time.Second, Timeout: 10 * time.Minute}
 	var output string
 	var verbose bool
+	var run func(*cobra.Command) error
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Upgrade a simulated Harvester cluster end to end and show it live",
@@ -38,50 +40,60 @@ Exit codes: 0 the upgrade succeeded and every invariant held; 1 it failed or an
 invariant was violated; 2 the demo could not run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if verbose {
-				ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(cmd.ErrOrStderr())))
-			} else {
-				ctrl.SetLogger(logr.Discard())
-			}
-			if output != "" && output != "yaml" {
-				return &exitError{code: 2, err: fmt.Errorf("--output %q: only yaml is supported", output)}
-			}
-			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			live := output == ""
-			tty := live && isTerminal(out)
-			// Writes to the terminal: a failed write has nowhere to be reported.
-			say := func(w io.Writer, text string) { _, _ = io.WriteString(w, text) }
-			say(errOut, fmt.Sprintf("starting the control plane and a simulated %d-node Harvester cluster...\n", o.Nodes))
-			last := ""
-			res, err := demo.Run(cmd.Context(), o, func(p *v1beta1.UpgradePlan, elapsed time.Duration) {
-				if !live {
-					return
-				}
-				frame := demo.Frame(p, elapsed)
-				switch {
-				case tty:
-					say(out, "\x1b[H\x1b[2J"+frame)
-				case stripElapsed(frame) != stripElapsed(last):
-					say(out, frame+"\n")
-				}
-				last = frame
-			})
-			if res == nil || res.Plan == nil {
-				return &exitError{code: 2, err: err}
-			}
-			if live {
-				say(out, demo.Summary(res))
-			} else if werr := demo.WriteYAML(out, res); werr != nil {
-				return &exitError{code: 2, err: werr}
-			}
-			if err != nil {
-				return &exitError{code: 1, err: err}
-			}
-			if !res.Succeeded() {
-				return &exitError{code: 1, err: fmt.Errorf("the upgrade ended in %s", res.Plan.Status.CurrentPhase)}
+			// The simulated cluster runs in a network namespace of its own
+			// (a second run of this command): its API server and kubelets
+			// reach nothing outside it.
+			code := testenv.Isolated(func() int { return reportExit(cmd.ErrOrStderr(), run(cmd)) })
+			if code != 0 {
+				os.Exit(code)
 			}
 			return nil
 		},
+	}
+	run = func(cmd *cobra.Command) error {
+		if verbose {
+			ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(cmd.ErrOrStderr())))
+		} else {
+			ctrl.SetLogger(logr.Discard())
+		}
+		if output != "" && output != "yaml" {
+			return &exitError{code: 2, err: fmt.Errorf("--output %q: only yaml is supported", output)}
+		}
+		out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+		live := output == ""
+		tty := live && isTerminal(out)
+		// Writes to the terminal: a failed write has nowhere to be reported.
+		say := func(w io.Writer, text string) { _, _ = io.WriteString(w, text) }
+		say(errOut, fmt.Sprintf("starting the control plane and a simulated %d-node Harvester cluster...\n", o.Nodes))
+		last := ""
+		res, err := demo.Run(cmd.Context(), o, func(p *v1beta1.UpgradePlan, elapsed time.Duration) {
+			if !live {
+				return
+			}
+			frame := demo.Frame(p, elapsed)
+			switch {
+			case tty:
+				say(out, "\x1b[H\x1b[2J"+frame)
+			case stripElapsed(frame) != stripElapsed(last):
+				say(out, frame+"\n")
+			}
+			last = frame
+		})
+		if res == nil || res.Plan == nil {
+			return &exitError{code: 2, err: err}
+		}
+		if live {
+			say(out, demo.Summary(res))
+		} else if werr := demo.WriteYAML(out, res); werr != nil {
+			return &exitError{code: 2, err: werr}
+		}
+		if err != nil {
+			return &exitError{code: 1, err: err}
+		}
+		if !res.Succeeded() {
+			return &exitError{code: 1, err: fmt.Errorf("the upgrade ended in %s", res.Plan.Status.CurrentPhase)}
+		}
+		return nil
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.Nodes, "nodes", o.Nodes, "number of managed nodes; 1 runs the single-node path")

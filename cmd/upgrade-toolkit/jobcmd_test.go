@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/jobtest"
+	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/testenv"
 )
 
@@ -138,5 +140,21 @@ func TestJobCommandHelp(t *testing.T) {
 				t.Errorf("%v --help lacks %q", tc.args, w)
 			}
 		}
+	}
+}
+
+// TestPermanentExitCodesAreTheJobCommands: the Jobs' pod failure policy
+// fails a Job at once on exactly the exit codes the commands use for
+// failures a retry cannot mend.
+func TestPermanentExitCodesAreTheJobCommands(t *testing.T) {
+	want := []int32{usageExitCode}
+	for _, c := range jobExitCodes {
+		want = append(want, int32(c.code)) //nolint:gosec // small exit codes
+	}
+	slices.Sort(want)
+	got := slices.Clone(phase.PermanentExitCodes)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("phase.PermanentExitCodes %v, the job commands' %v", got, want)
 	}
 }

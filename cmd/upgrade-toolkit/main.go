@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -50,15 +51,22 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := newRootCommand().ExecuteContext(ctx)
-	if err == nil {
-		return
+	if code := reportExit(os.Stderr, err); code != 0 {
+		os.Exit(code)
 	}
-	fmt.Fprintln(os.Stderr, "error:", err)
+}
+
+// reportExit prints err, if any, and returns the exit code it stands for.
+func reportExit(w io.Writer, err error) int {
+	if err == nil {
+		return 0
+	}
+	_, _ = fmt.Fprintln(w, "error:", err)
 	var ee *exitError
 	if errors.As(err, &ee) {
-		os.Exit(ee.code)
+		return ee.code
 	}
-	os.Exit(1)
+	return 1
 }
 
 // goFlagSet returns an empty standard flag set for libraries that bind there.

@@ -81,6 +81,23 @@ func firstNonEmpty(s ...string) string {
 	return ""
 }
 
+// OnNode is the affinity of a pod that must run on node ("" for none): a
+// required node affinity on the node's name, which the scheduler checks
+// against the node's taints, cordon and resources, as it does for
+// DaemonSet pods. Setting spec.nodeName instead would skip the scheduler,
+// and a pod that cannot run there would fail at the kubelet, or never
+// start, without saying why.
+func OnNode(node string) *corev1.Affinity {
+	if node == "" {
+		return nil
+	}
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{
+			Key: metav1.ObjectNameField, Operator: corev1.NodeSelectorOpIn, Values: []string{node},
+		}}}},
+	}}}
+}
+
 // UpgradeTolerations lets upgrade workloads run on every node of a Harvester
 // cluster, including cordoned, draining and control-plane nodes.
 func UpgradeTolerations() []corev1.Toleration {

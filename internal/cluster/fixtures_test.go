@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,6 +46,8 @@ type fixture struct {
 
 func objMeta(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
 
+var vmSource = harvesterv1beta1.BackupSource{APIGroup: ptr.To("kubevirt.io"), Kind: "VirtualMachine", Name: "vm1"}
+
 var conds = []common.Condition{{Type: "Ready", Status: "True", Reason: "Done", Message: "ok"}}
 
 func fixtures() []fixture {
@@ -51,7 +55,7 @@ func fixtures() []fixture {
 	return []fixture{
 		{schema.GroupResource{Group: "harvesterhci.io", Resource: "versions"}, true, false,
 			&harvesterv1beta1.Version{ObjectMeta: objMeta(h, "v1.8.0"), Spec: harvesterv1beta1.VersionSpec{ISOURL: "http://x/h.iso", ISOChecksum: "abc", MinUpgradableVersion: "v1.7.0"}}},
-		{schema.GroupResource{Group: "harvesterhci.io", Resource: "virtualmachineimages"}, true, true,
+		{schema.GroupResource{Group: "harvesterhci.io", Resource: "virtualmachineimages"}, true, false,
 			&harvesterv1beta1.VirtualMachineImage{ObjectMeta: objMeta(h, "iso"),
 				Spec:   harvesterv1beta1.VirtualMachineImageSpec{DisplayName: "iso", SourceType: "download", URL: "http://x", Backend: "cdi", Retry: 3, TargetStorageClassName: "longhorn-static"},
 				Status: harvesterv1beta1.VirtualMachineImageStatus{Progress: 50, Conditions: conds}}},
@@ -59,13 +63,14 @@ func fixtures() []fixture {
 			&harvesterv1beta1.Setting{ObjectMeta: objMeta("", "server-version"), Value: "v1.7.1"}},
 		{schema.GroupResource{Group: "harvesterhci.io", Resource: "addons"}, true, true,
 			&harvesterv1beta1.Addon{ObjectMeta: objMeta(cluster.KubeSystemNamespace, "descheduler"),
-				Spec: harvesterv1beta1.AddonSpec{Enabled: true, Chart: "descheduler"}, Status: harvesterv1beta1.AddonStatus{Status: "AddonDeploySuccessful"}}},
-		{schema.GroupResource{Group: "harvesterhci.io", Resource: "virtualmachinebackups"}, true, true,
+				Spec: harvesterv1beta1.AddonSpec{Enabled: true, Repo: "http://harvester-cluster-repo.cattle-system.svc/charts", Chart: "descheduler", Version: "0.33.0", ValuesContent: "{}"}, Status: harvesterv1beta1.AddonStatus{Status: "AddonDeploySuccessful"}}},
+		{schema.GroupResource{Group: "harvesterhci.io", Resource: "virtualmachinebackups"}, true, false,
 			&harvesterv1beta1.VirtualMachineBackup{ObjectMeta: objMeta("default", "b1"),
-				Spec:   harvesterv1beta1.VirtualMachineBackupSpec{Source: harvesterv1beta1.BackupSource{Kind: "VirtualMachine", Name: "vm1"}, Type: "backup"},
+				Spec:   harvesterv1beta1.VirtualMachineBackupSpec{Source: vmSource, Type: "backup"},
 				Status: &harvesterv1beta1.VirtualMachineBackupStatus{ReadyToUse: ptr.To(false)}}},
-		{schema.GroupResource{Group: "harvesterhci.io", Resource: "schedulevmbackups"}, true, true,
-			&harvesterv1beta1.ScheduleVMBackup{ObjectMeta: objMeta("default", "s1"), Spec: harvesterv1beta1.ScheduleVMBackupSpec{Cron: "0 * * * *", Suspend: true},
+		{schema.GroupResource{Group: "harvesterhci.io", Resource: "schedulevmbackups"}, true, false,
+			&harvesterv1beta1.ScheduleVMBackup{ObjectMeta: objMeta("default", "s1"), Spec: harvesterv1beta1.ScheduleVMBackupSpec{Cron: "0 * * * *", Suspend: true, Retain: 8, MaxFailure: 4,
+				VMBackup: harvesterv1beta1.VirtualMachineBackupSpec{Source: vmSource, Type: "backup"}},
 				Status: harvesterv1beta1.ScheduleVMBackupStatus{Suspended: true}}},
 		{schema.GroupResource{Group: "upgrade.cattle.io", Resource: "plans"}, true, true,
 			&upgradev1.Plan{ObjectMeta: objMeta(cluster.CattleNamespace, "p1"),
@@ -84,20 +89,23 @@ func fixtures() []fixture {
 					{Kind: "KubeVirt", APIVersion: "kubevirt.io/v1", Name: "kubevirt", JSONPointers: []string{"/spec/workloadUpdateStrategy/workloadUpdateMethods"}}}}},
 				Status: managementv3.ManagedChartStatus{Conditions: conds}}},
 		{schema.GroupResource{Group: "cluster.x-k8s.io", Resource: "machines"}, true, true,
-			&capiv1beta1.Machine{ObjectMeta: objMeta(cluster.FleetLocalNamespace, "custom-1"), Spec: capiv1beta1.MachineSpec{ClusterName: "local"},
+			&capiv1beta1.Machine{ObjectMeta: objMeta(cluster.FleetLocalNamespace, "custom-1"), Spec: capiv1beta1.MachineSpec{ClusterName: "local",
+				Bootstrap:         capiv1beta1.Bootstrap{DataSecretName: ptr.To("custom-1-machine-bootstrap")},
+				InfrastructureRef: corev1.ObjectReference{APIVersion: "rke.cattle.io/v1", Kind: "CustomMachine", Name: "custom-1"}},
 				Status: capiv1beta1.MachineStatus{Phase: "Running"}}},
 		{schema.GroupResource{Group: "kubevirt.io", Resource: "kubevirts"}, true, true,
 			&kubevirtv1.KubeVirt{ObjectMeta: objMeta(h, "kubevirt"),
 				Spec:   kubevirtv1.KubeVirtSpec{WorkloadUpdateStrategy: kubevirtv1.KubeVirtWorkloadUpdateStrategy{WorkloadUpdateMethods: []string{"LiveMigrate"}}},
 				Status: kubevirtv1.KubeVirtStatus{Phase: "Deployed", ObservedKubeVirtVersion: "v1.7.1"}}},
 		{schema.GroupResource{Group: "kubevirt.io", Resource: "virtualmachines"}, true, true,
-			&kubevirtv1.VirtualMachine{ObjectMeta: objMeta("default", "vm1"), Spec: kubevirtv1.VirtualMachineSpec{RunStrategy: ptr.To("RerunOnFailure")},
+			&kubevirtv1.VirtualMachine{ObjectMeta: objMeta("default", "vm1"), Spec: kubevirtv1.VirtualMachineSpec{RunStrategy: ptr.To("RerunOnFailure"),
+				Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: kubevirtv1.VirtualMachineInstanceSpec{EvictionStrategy: ptr.To("LiveMigrateIfPossible")}}},
 				Status: kubevirtv1.VirtualMachineStatus{PrintableStatus: "Running", Ready: true}}},
-		{schema.GroupResource{Group: "kubevirt.io", Resource: "virtualmachineinstances"}, true, true,
+		{schema.GroupResource{Group: "kubevirt.io", Resource: "virtualmachineinstances"}, true, false,
 			&kubevirtv1.VirtualMachineInstance{ObjectMeta: objMeta("default", "vm1"),
 				Spec: kubevirtv1.VirtualMachineInstanceSpec{NodeSelector: map[string]string{"k": "v"}, EvictionStrategy: ptr.To("LiveMigrateIfPossible"),
 					Domain: kubevirtv1.DomainSpec{Devices: kubevirtv1.Devices{HostDevices: []kubevirtv1.HostDevice{{Name: "gpu", DeviceName: "nvidia.com/x"}}}}},
-				Status: kubevirtv1.VirtualMachineInstanceStatus{NodeName: "n1", Phase: "Running", Conditions: conds}}},
+				Status: kubevirtv1.VirtualMachineInstanceStatus{NodeName: "n1", Phase: "Running", Conditions: []kubevirtv1.Condition{{Type: "Ready", Status: "True"}}}}},
 		{schema.GroupResource{Group: "kubevirt.io", Resource: "virtualmachineinstancemigrations"}, true, true,
 			&kubevirtv1.VirtualMachineInstanceMigration{ObjectMeta: objMeta("default", "m1"), Spec: kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: "vm1"},
 				Status: kubevirtv1.VirtualMachineInstanceMigrationStatus{Phase: "Running"}}},
@@ -126,7 +134,7 @@ func fixtures() []fixture {
 				Status: fleetv1alpha1.ClusterStatus{AgentDeployedGeneration: ptr.To[int64](3), AgentTLSMode: "strict", Conditions: conds}}},
 		{schema.GroupResource{Group: "fleet.cattle.io", Resource: "bundles"}, true, true,
 			&fleetv1alpha1.Bundle{ObjectMeta: objMeta(cluster.FleetLocalNamespace, "mcc-harvester"),
-				Spec: fleetv1alpha1.BundleSpec{Paused: true, Helm: &fleetv1alpha1.HelmOptions{Version: "1.8.0", TimeoutSeconds: 600}, ValuesHash: "abc"},
+				Spec: fleetv1alpha1.BundleSpec{Paused: true, Helm: &fleetv1alpha1.HelmOptions{Version: "1.8.0", TimeoutSeconds: 600, Values: &runtime.RawExtension{Raw: []byte(`{"a":"b"}`)}}},
 				Status: fleetv1alpha1.BundleStatus{ObservedGeneration: 2, Unavailable: 1, Conditions: conds,
 					Summary: fleetv1alpha1.BundleSummary{Ready: 0, DesiredReady: 1, WaitApplied: 1}, Display: fleetv1alpha1.BundleDisplay{ReadyClusters: "0/1", State: "WaitApplied"}}}},
 		{schema.GroupResource{Group: "helm.cattle.io", Resource: "helmchartconfigs"}, true, false,
@@ -135,12 +143,13 @@ func fixtures() []fixture {
 			&longhornv1beta2.InstanceManager{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.LonghornNamespace, Name: "instance-manager-1", Labels: map[string]string{"longhorn.io/node": "n1"}},
 				Spec: longhornv1beta2.InstanceManagerSpec{Image: "longhornio/longhorn-instance-manager:v1.11.0", NodeID: "n1"}, Status: longhornv1beta2.InstanceManagerStatus{CurrentState: "running"}}},
 		{schema.GroupResource{Group: "longhorn.io", Resource: "nodes"}, true, true,
-			&longhornv1beta2.Node{ObjectMeta: objMeta(cluster.LonghornNamespace, "n1"), Status: longhornv1beta2.NodeStatus{Conditions: conds}}},
+			&longhornv1beta2.Node{ObjectMeta: objMeta(cluster.LonghornNamespace, "n1"), Status: longhornv1beta2.NodeStatus{Conditions: []longhornv1beta2.Condition{{Type: "Ready", Status: "True", Reason: "Done", Message: "ok"}}}}},
 	}
 }
 
-// TestForeignKindFixtures proves every CRD fixture has the group, scope and
-// status subresource of the real kind, and keeps every field we use.
+// TestForeignKindFixtures checks the toolkit's picture of each foreign kind
+// against its real upstream CRD: scope, status subresource, and a sample with
+// the fields the toolkit uses survives a round trip.
 func TestForeignKindFixtures(t *testing.T) {
 	c, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

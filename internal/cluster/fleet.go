@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -40,6 +42,31 @@ const (
 	// ConditionImported is a fleet Cluster's import condition.
 	ConditionImported = "Imported"
 )
+
+// ManagedChartBundleSpec is what Rancher writes into the Bundle of a
+// ManagedChart: its pause, release, version, timeout and values.
+func ManagedChartBundleSpec(mc *managementv3.ManagedChart) fleetv1alpha1.BundleSpec {
+	return fleetv1alpha1.BundleSpec{Paused: mc.Spec.Paused, Helm: &fleetv1alpha1.HelmOptions{
+		ReleaseName: mc.Spec.ReleaseName, Version: mc.Spec.Version, TimeoutSeconds: mc.Spec.TimeoutSeconds,
+		Values: mc.Spec.Values.DeepCopy()}}
+}
+
+// SameBundleSpec reports whether two Bundle specs are equal as data: the API
+// server stores the schemaless values with their keys sorted.
+func SameBundleSpec(a, b fleetv1alpha1.BundleSpec) bool {
+	return sameData(a, b)
+}
+
+// sameData reports whether a and b have the same JSON as data.
+func sameData(a, b any) bool {
+	var x, y any
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	if errA != nil || errB != nil || json.Unmarshal(ja, &x) != nil || json.Unmarshal(jb, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
 
 // BundleReady judges a Bundle as `kubectl get bundles` would show it ready:
 // Fleet has processed its latest generation and reports Ready.

@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
 )
@@ -119,7 +118,7 @@ func SetKubeVirtComparePatch(ctx context.Context, c client.Client, want bool) er
 func KubeVirtReady(kv *kubevirtv1.KubeVirt) (ready bool, status string) {
 	st := kv.Status
 	status = fmt.Sprintf("KubeVirt %s/%s is in phase %q", kv.Namespace, kv.Name, st.Phase)
-	if c := common.FindCondition(st.Conditions, ConditionAvailable); c != nil {
+	if c := kubevirtv1.FindCondition(st.Conditions, ConditionAvailable); c != nil {
 		status += fmt.Sprintf(", Available=%s", c.Status)
 		if c.Message != "" {
 			status += " (" + c.Message + ")"

@@ -480,7 +480,7 @@ func (w *world) catalog(ctx context.Context) {
 	}
 }
 
-// specHash stands for what Rancher puts in a Bundle.
+// specHash identifies an object's spec or status as data.
 func specHash(v any) string {
 	b, _ := json.Marshal(v)
 	sum := sha256.Sum256(b)
@@ -499,16 +499,13 @@ func (w *world) fleet(ctx context.Context) {
 	for i := range charts.Items {
 		mc := &charts.Items[i]
 		b := &fleetv1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Namespace: mc.Namespace, Name: cluster.ManagedChartBundlePrefix + mc.Name}}
-		spec := fleetv1alpha1.BundleSpec{Paused: mc.Spec.Paused, Helm: &fleetv1alpha1.HelmOptions{Version: mc.Spec.Version, TimeoutSeconds: mc.Spec.TimeoutSeconds}}
-		if mc.Spec.Values != nil {
-			spec.ValuesHash = specHash(mc.Spec.Values)
-		}
+		spec := cluster.ManagedChartBundleSpec(mc)
 		if err := c.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			b.Spec = spec
 			if c.Create(ctx, b) != nil {
 				continue
 			}
-		} else if specHash(b.Spec) != specHash(spec) {
+		} else if !cluster.SameBundleSpec(b.Spec, spec) {
 			wasPaused := b.Spec.Paused
 			b.Spec = spec
 			if c.Update(ctx, b) != nil {

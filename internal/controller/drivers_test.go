@@ -45,7 +45,8 @@ func (h *harness) harvester(n int) []string {
 	})
 	for _, node := range nodes {
 		m := &capiv1beta1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: "custom-" + node},
-			Spec: capiv1beta1.MachineSpec{ClusterName: cluster.LocalClusterName}}
+			Spec: capiv1beta1.MachineSpec{ClusterName: cluster.LocalClusterName, Bootstrap: capiv1beta1.Bootstrap{DataSecretName: ptr.To("custom-" + node)},
+				InfrastructureRef: corev1.ObjectReference{APIVersion: "rke.cattle.io/v1", Kind: "CustomMachine", Name: "custom-" + node}}}
 		create(m)
 		m.Status = capiv1beta1.MachineStatus{Phase: "Running", NodeRef: &corev1.ObjectReference{Kind: "Node", Name: node}}
 		h.must(h.c.Status().Update(h.ctx(), m))
@@ -59,7 +60,7 @@ func (h *harness) harvester(n int) []string {
 	create(&longhornv1beta2.Setting{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.LonghornNamespace,
 		Name: cluster.LonghornReplicaReplenishmentWaitInterval}, Value: "600"})
 	create(&harvesterv1beta1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.KubeSystemNamespace, Name: cluster.DeschedulerAddon},
-		Spec: harvesterv1beta1.AddonSpec{Enabled: true}})
+		Spec: harvesterv1beta1.AddonSpec{Enabled: true, Repo: "http://harvester-cluster-repo.cattle-system.svc/charts", Chart: "descheduler", Version: "0.33.0", ValuesContent: "{}"}})
 	create(&kubevirtv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: cluster.KubeVirtName},
 		Spec: kubevirtv1.KubeVirtSpec{WorkloadUpdateStrategy: kubevirtv1.KubeVirtWorkloadUpdateStrategy{WorkloadUpdateMethods: []string{"LiveMigrate"}}}})
 	create(&managementv3.ManagedChart{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: cluster.HarvesterManagedChart},

@@ -396,7 +396,7 @@ func (h *harness) setImported(name string, status, retryLimit, msg string) {
 	if retryLimit != "" {
 		img.Status.Conditions = append(img.Status.Conditions, common.Condition{Type: "RetryLimitExceeded", Status: retryLimit, Message: msg})
 	}
-	h.must(h.c.Status().Update(h.ctx(), img))
+	h.must(cluster.UpdateStatus(h.ctx(), h.c, img))
 }
 
 // finishJob completes or fails a Job, as the Job controller would.

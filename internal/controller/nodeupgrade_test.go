@@ -10,6 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -100,7 +101,8 @@ func TestMultiNodeUpgradeToSucceeded(t *testing.T) {
 		h.upgradeNode(p.Name, n)
 		pre := h.nodeJob(p.Name, v1beta1.JobTypePreDrain, n)
 		c := pre.Spec.Template.Spec.Containers[0]
-		if pre.Spec.Template.Spec.NodeName != n || !ptr.Deref(c.SecurityContext.Privileged, false) ||
+		if !equality.Semantic.DeepEqual(pre.Spec.Template.Spec.Affinity, cluster.OnNode(n)) || pre.Spec.Template.Spec.NodeName != "" ||
+			!ptr.Deref(c.SecurityContext.Privileged, false) ||
 			strings.Join(c.Command, " ") != "upgrade-toolkit node pre-drain" || pre.Labels[v1beta1.LabelNode] != n {
 			t.Errorf("pre-drain Job of %s: %+v %+v", n, pre.Labels, c)
 		}

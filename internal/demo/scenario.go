@@ -83,8 +83,10 @@ func (o Options) simConfig() (sim.Config, error) {
 	if o.Nodes == 1 {
 		node = "node-1"
 	}
+	// Exit code 4, a wait that gave up: the toolkit's Jobs fail at once on it
+	// (system-upgrade-controller's are retried up to their backoff limit).
 	job := func(t string) sim.FaultSet {
-		return sim.FaultSet{FailJobs: []sim.JobFault{{Type: t, Node: node, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}}}
+		return sim.FaultSet{FailJobs: []sim.JobFault{{Type: t, Node: node, ExitCode: 4, Message: "gave up waiting after 30m"}}}
 	}
 	switch o.Fault {
 	case "":
@@ -93,7 +95,7 @@ func (o Options) simConfig() (sim.Config, error) {
 	case "preload":
 		cfg.Faults = job(sim.JobImagePreload)
 	case "cluster-upgrade":
-		cfg.Faults = sim.FaultSet{FailJobs: []sim.JobFault{{Type: sim.JobClusterUpgrade, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}}}
+		cfg.Faults = sim.FaultSet{FailJobs: []sim.JobFault{{Type: sim.JobClusterUpgrade, ExitCode: 4, Message: "gave up waiting for Rancher after 30m"}}}
 	case "pre-drain":
 		cfg.Faults = job(sim.JobPreDrain)
 	case "post-drain":

@@ -13,7 +13,6 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
-	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 )
@@ -80,7 +79,7 @@ func (d *Detector) Detect(ctx context.Context, node string) (NodeVMs, error) {
 	for i := range vmis.Items {
 		vmi := &vmis.Items[i]
 		switch {
-		case common.IsTrue(vmi.Status.Conditions, cluster.ConditionPaused):
+		case kubevirtv1.ConditionStatus(vmi.Status.Conditions, cluster.ConditionPaused) == "True":
 			skip[client.ObjectKeyFromObject(vmi)] = "paused"
 		case vmi.Labels[cluster.LabelHarvesterUpgrade] != "":
 			skip[client.ObjectKeyFromObject(vmi)] = "upgrade repo VM"

@@ -19,7 +19,6 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
-	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/helper"
 	"github.com/harvester/upgrade-toolkit/internal/jobtest"
@@ -184,7 +183,7 @@ func kubeVirt(t *testing.T, phase, available string) {
 		}
 	}
 	kv.Status.Phase = phase
-	kv.Status.Conditions = []common.Condition{{Type: cluster.ConditionAvailable, Status: available, Message: "components " + phase}}
+	kv.Status.Conditions = []kubevirtv1.Condition{{Type: cluster.ConditionAvailable, Status: available, Message: "components " + phase}}
 	if err := env.Client.Status().Update(ctx, kv); err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,6 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
-	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 )
 
@@ -113,7 +112,7 @@ func HostDevice(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineIns
 
 // Paused pauses the instance.
 func Paused(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) {
-	vmi.Status.Conditions = append(vmi.Status.Conditions, common.Condition{Type: cluster.ConditionPaused, Status: "True"})
+	vmi.Status.Conditions = append(vmi.Status.Conditions, kubevirtv1.Condition{Type: cluster.ConditionPaused, Status: "True"})
 }
 
 // UpgradeRepo marks the VM as an upgrade repo VM of the V1 upgrade.
@@ -140,13 +139,14 @@ func VM(t testing.TB, c client.Client, namespace, name, node string, opts ...VMO
 	ctx := context.Background()
 	vm := &kubevirtv1.VirtualMachine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec:       kubevirtv1.VirtualMachineSpec{RunStrategy: ptr.To(cluster.RunStrategyRerunOnFailure)},
+		Spec: kubevirtv1.VirtualMachineSpec{RunStrategy: ptr.To(cluster.RunStrategyRerunOnFailure),
+			Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{}},
 	}
 	vmi := &kubevirtv1.VirtualMachineInstance{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{cluster.LabelVMINodeName: node}},
 		Spec:       kubevirtv1.VirtualMachineInstanceSpec{EvictionStrategy: ptr.To("LiveMigrateIfPossible")},
 		Status: kubevirtv1.VirtualMachineInstanceStatus{NodeName: node, Phase: "Running",
-			Conditions: []common.Condition{{Type: "Ready", Status: "True"}}},
+			Conditions: []kubevirtv1.Condition{{Type: "Ready", Status: "True"}}},
 	}
 	for _, o := range opts {
 		o(vm, vmi)
@@ -155,7 +155,7 @@ func VM(t testing.TB, c client.Client, namespace, name, node string, opts ...VMO
 	status := vmi.Status
 	must(t, c.Create(ctx, vmi))
 	vmi.Status = status
-	must(t, c.Status().Update(ctx, vmi))
+	must(t, cluster.UpdateStatus(ctx, c, vmi))
 	return client.ObjectKeyFromObject(vm)
 }
 

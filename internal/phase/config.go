@@ -60,6 +60,10 @@ type Deadlines struct {
 	// effect (measured from the success: the Job's completion, or the start
 	// of the final verification).
 	Verify time.Duration
+	// NodeJob: a pre-drain, post-drain or single-node-upgrade Job runs
+	// (evacuating a node's VMs, or writing the new OS), pod scheduling
+	// included: the Jobs' active deadline.
+	NodeJob time.Duration
 }
 
 // DefaultConfig returns the production configuration without the parts that
@@ -85,6 +89,7 @@ func DefaultConfig() Config {
 			Reboot:        45 * time.Minute,
 			Rancher:       time.Hour,
 			Verify:        10 * time.Minute,
+			NodeJob:       2 * time.Hour,
 		},
 	}
 }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 )
@@ -60,7 +61,8 @@ type JobSpec struct {
 	Component string
 	// Labels are added to the Job and its pod on top of the plan's labels.
 	Labels map[string]string
-	// Node pins the pod to a node; empty lets the scheduler choose.
+	// Node is the node the pod must run on; empty lets the scheduler
+	// choose.
 	Node string
 	// Privileged runs the container privileged with the host's PID
 	// namespace and root file system at /host.
@@ -100,7 +102,7 @@ func (s *Scope) newJob(js JobSpec) *batchv1.Job {
 		RestartPolicy:      corev1.RestartPolicyNever,
 		ServiceAccountName: sa,
 		Tolerations:        cluster.UpgradeTolerations(),
-		NodeName:           js.Node,
+		Affinity:           cluster.OnNode(js.Node),
 		Containers:         []corev1.Container{c},
 	}
 	if js.Privileged {
@@ -116,6 +118,7 @@ func (s *Scope) newJob(js JobSpec) *batchv1.Job {
 		Spec: batchv1.JobSpec{
 			Suspend:                 ptr.To(js.Suspend),
 			BackoffLimit:            ptr.To(js.BackoffLimit),
+			PodFailurePolicy:        jobFailurePolicy(),
 			ActiveDeadlineSeconds:   ptr.To(js.DeadlineSeconds),
 			TTLSecondsAfterFinished: ptr.To[int32](jobTTL),
 			Template: corev1.PodTemplateSpec{
@@ -124,6 +127,27 @@ func (s *Scope) newJob(js JobSpec) *batchv1.Job {
 			},
 		},
 	}
+}
+
+// PermanentExitCodes are the exit codes with which the job commands report
+// a failure a retry cannot mend (cmd/upgrade-toolkit's jobExitCodes: a bad
+// command line, a wait that gave up, VMs that could not be stopped or
+// started, an ineligible upgrade). 1, any other failure, may be transient.
+var PermanentExitCodes = []int32{2, 3, 4, 5, 6, 10, 11, 12, 13, 14}
+
+// jobFailurePolicy has the Job controller fail a Job at once when its
+// command failed for good, instead of retrying it with growing backoff up
+// to the backoff limit; and not count a pod that was disrupted (evicted by a
+// drain or a taint, preempted) against the limit.
+func jobFailurePolicy() *batchv1.PodFailurePolicy {
+	return &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
+		{Action: batchv1.PodFailurePolicyActionFailJob, OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+			ContainerName: ptr.To(names.JobContainer), Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: PermanentExitCodes,
+		}},
+		{Action: batchv1.PodFailurePolicyActionIgnore, OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{
+			{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue},
+		}},
+	}}
 }
 
 // logTail is how many lines of a failed Job's log a failure message quotes.
@@ -138,7 +162,9 @@ func (s *Scope) jobFailure(ctx context.Context, what string, j *batchv1.Job, rea
 	if reason != "" || message != "" {
 		fmt.Fprintf(&b, " (%s: %s)", reason, message)
 	}
-	if logs := s.lastLogLines(ctx, j); logs != "" {
+	if why := s.unscheduled(ctx, j); why != "" {
+		fmt.Fprintf(&b, "; %s", why)
+	} else if logs := s.lastLogLines(ctx, j); logs != "" {
 		fmt.Fprintf(&b, "; last log lines:\n%s", logs)
 	}
 	fmt.Fprintf(&b, "\nsee `kubectl -n %s logs job/%s` for the whole log", j.Namespace, j.Name)
@@ -152,6 +178,42 @@ func (s *Scope) jobFailure(ctx context.Context, what string, j *batchv1.Job, rea
 // +kubebuilder:rbac:groups="",namespace=harvester-system,resources=pods/log,verbs=get
 // +kubebuilder:rbac:groups="",namespace=cattle-system,resources=pods,verbs=list
 // +kubebuilder:rbac:groups="",namespace=cattle-system,resources=pods/log,verbs=get
+
+// unschedulableMark is what unscheduled says of a pod the scheduler cannot
+// place.
+const unschedulableMark = "cannot be scheduled on"
+
+// unscheduled says why the Job's pod does not run, when the scheduler
+// cannot place it ("" when it runs, or the Job has no pod to ask about):
+// which node it must run on and the scheduler's reason, e.g. a taint it does
+// not tolerate. A Job whose pod never runs fails only at its deadline; this
+// says why in the meantime, and in the failure.
+func (s *Scope) unscheduled(ctx context.Context, j *batchv1.Job) string {
+	if s.Kube == nil || ptr.Deref(j.Status.Ready, 0) > 0 || j.Status.Succeeded > 0 {
+		return ""
+	}
+	pods, err := s.Kube.CoreV1().Pods(j.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: batchv1.JobNameLabel + "=" + j.Name,
+	})
+	if err != nil {
+		return ""
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != "" {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				where := "any node"
+				if node := j.Labels[v1beta1.LabelNode]; node != "" {
+					where = "node " + node
+				}
+				return fmt.Sprintf("its pod %s %s %s: %s", p.Name, unschedulableMark, where, c.Message)
+			}
+		}
+	}
+	return ""
+}
 
 // lastLogLines returns the end of the log of the Job's newest pod, or "" when
 // there is none to read.

@@ -21,13 +21,20 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/release"
 )
 
-// Bounds of the node Jobs.
-const (
-	// nodeJobDeadline covers evacuating a node's VMs, or writing the new OS.
-	nodeJobDeadline = 2 * 3600
-	// restoreJobDeadline covers restore-vm's own 30-minute wait for KubeVirt.
-	restoreJobDeadline = 35 * 60
-)
+// activeJobType is the node Job a node runs in each state of the drain slot.
+var activeJobType = map[v1beta1.NodeUpgradeState]string{
+	v1beta1.NodeStatePreDraining:         v1beta1.JobTypePreDrain,
+	v1beta1.NodeStatePostDraining:        v1beta1.JobTypePostDrain,
+	v1beta1.NodeStateSingleNodeUpgrading: v1beta1.JobTypeSingleNodeUpgrade,
+}
+
+// unscheduledRecheck is how often the plan looks again at a node Job whose
+// pod the scheduler cannot place.
+const unscheduledRecheck = 5 * time.Second
+
+// restoreJobDeadline bounds restore-vm, which waits for KubeVirt 30 minutes
+// itself.
+const restoreJobDeadline = 35 * 60
 
 // NodeUpgrade upgrades the nodes one at a time. On a multi-node cluster it
 // hands the rollout of RKE2 to Rancher, whose drain hooks run the toolkit's
@@ -66,6 +73,7 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 	var failure string
 	for _, n := range obs.nodes {
 		d := decisions[n.Name]
+		before := s.Plan.Status.NodeUpgradeStatuses[n.Name].Message
 		// A decision to stay, with nothing to say, keeps what is recorded
 		// (e.g. how the node's VM restore went).
 		if d.State != n.State || d.Reason != "" || d.Message != "" {
@@ -90,7 +98,7 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 			}
 		}
 		if d.State.IsFailure() && failure == "" {
-			failure = s.nodeFailure(ctx, n.Name, d, obs)
+			failure = s.nodeFailure(ctx, n.Name, d, obs, before)
 		}
 	}
 	if failure != "" {
@@ -100,7 +108,7 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return nodeUpgradeProgress(s, nodes, obs, restoring), nil
+	return nodeUpgradeProgress(ctx, s, nodes, obs, restoring), nil
 }
 
 // The node upgrade reads the provisioning Cluster from the API server, and
@@ -372,7 +380,7 @@ func (s *Scope) nodeJob(jobType, node string) *batchv1.Job {
 			{Name: "HARVESTER_UPGRADE_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 		},
 		BackoffLimit:    2,
-		DeadlineSeconds: nodeJobDeadline,
+		DeadlineSeconds: int64(s.Config.Deadlines.NodeJob.Seconds()),
 	})
 }
 
@@ -406,7 +414,10 @@ func setPendingOSImage(ctx context.Context, s *Scope, node string, waiting bool)
 }
 
 // nodeFailure describes a failed node for the plan's failure message.
-func (s *Scope) nodeFailure(ctx context.Context, node string, d nodestate.Decision, obs *observation) string {
+// A Job that failed at its deadline without ever running has no pod left to
+// ask why: before is the node's message from before the failure, which says
+// so (see nodeUpgradeProgress).
+func (s *Scope) nodeFailure(ctx context.Context, node string, d nodestate.Decision, obs *observation, before string) string {
 	jobType := map[v1beta1.NodeUpgradeState]string{
 		v1beta1.NodeStatePreDrainFailed:          v1beta1.JobTypePreDrain,
 		v1beta1.NodeStatePostDrainFailed:         v1beta1.JobTypePostDrain,
@@ -414,7 +425,11 @@ func (s *Scope) nodeFailure(ctx context.Context, node string, d nodestate.Decisi
 	}[d.State]
 	what := fmt.Sprintf("upgrading node %s failed in %s", node, d.State)
 	if j := obs.jobs[jobType][node]; j != nil && jobOf(obs.jobs, jobType, node).Status == nodestate.JobFailed {
-		return s.jobFailure(ctx, what, j, d.Reason, d.Message)
+		failure := s.jobFailure(ctx, what, j, d.Reason, d.Message)
+		if d.Reason == batchv1.JobReasonDeadlineExceeded && strings.Contains(before, unschedulableMark) {
+			failure += "\nbefore its deadline, " + before
+		}
+		return failure
 	}
 	return fmt.Sprintf("%s: %s; no further node is drained: check the node, then delete this plan", what, d.Message)
 }
@@ -471,9 +486,9 @@ func restoreVMs(ctx context.Context, s *Scope, nodes []corev1.Node, obs *observa
 
 // nodeUpgradeProgress says whether the phase is done and, if not, what it
 // waits for.
-func nodeUpgradeProgress(s *Scope, nodes []corev1.Node, obs *observation, restoring []string) Result {
+func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs *observation, restoring []string) Result {
 	var done, paused, todo []string
-	active := ""
+	active, unscheduled := "", false
 	for _, n := range nodes {
 		st := s.nodeState(n.Name)
 		switch {
@@ -483,6 +498,12 @@ func nodeUpgradeProgress(s *Scope, nodes []corev1.Node, obs *observation, restor
 			paused = append(paused, n.Name)
 		case nodestate.InDrainSlot(st) || st == v1beta1.NodeStateSingleNodeUpgrading:
 			active = fmt.Sprintf("upgrading node %s (%s)", n.Name, st)
+			if j := obs.jobs[activeJobType[st]][n.Name]; j != nil {
+				if why := s.unscheduled(ctx, j); why != "" {
+					s.setNodeState(n.Name, st, "", fmt.Sprintf("Job %s/%s waits: %s", j.Namespace, j.Name, why))
+					unscheduled = true
+				}
+			}
 			if msg := s.Plan.Status.NodeUpgradeStatuses[n.Name].Message; msg != "" {
 				active = fmt.Sprintf("upgrading node %s (%s: %s)", n.Name, st, msg)
 			}
@@ -513,6 +534,11 @@ func nodeUpgradeProgress(s *Scope, nodes []corev1.Node, obs *observation, restor
 	if !obs.nextDeadline.IsZero() {
 		// Nothing changes when a node's deadline passes: come back then.
 		r = r.After(max(obs.nextDeadline.Sub(s.Clock.Now()), time.Second))
+	}
+	if unscheduled && (r.RequeueAfter == 0 || r.RequeueAfter > unscheduledRecheck) {
+		// A pending pod changes nothing the plan watches until its Job's
+		// deadline: look again for what the scheduler says.
+		r = r.After(unscheduledRecheck)
 	}
 	return r
 }

@@ -9,9 +9,13 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
@@ -29,10 +33,11 @@ import (
 //	              its chart's job runs (Timing.ChartDeploy), then
 //	              AddonDeploySuccessful with Completed
 //	virt-operator KubeVirt reaches the version the harvester chart targets
-//	              after Timing.DeploymentReady, phase Deployed
-//	longhorn      the manager DaemonSet rolls out on every workload node after
-//	              Timing.DeploymentReady; a new manager brings its instance
-//	              managers on every node
+//	              after Timing.ChartDeploy, phase Deployed
+//	longhorn      once the real DaemonSet controller rolled the manager out on
+//	              every node (kwok runs its pods), the new manager brings its
+//	              instance managers on every node; an unresponsive Longhorn's
+//	              new manager pods crash and never become ready
 //
 // Each can be made unresponsive with FaultSet.Unresponsive.
 
@@ -47,9 +52,43 @@ func (s *Sim) setupComponents(mgr ctrl.Manager) error {
 		Complete(reconcile.Func(s.reconcileKubeVirtVersion)); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).Named("sim-longhorn-manager").
+	if err := ctrl.NewControllerManagedBy(mgr).Named("sim-longhorn-manager").
 		For(&appsv1.DaemonSet{}).
-		Complete(reconcile.Func(s.reconcileLonghornManager))
+		Complete(reconcile.Func(s.reconcileLonghornManager)); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).Named("sim-longhorn-manager-pods").
+		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetNamespace() == cluster.LonghornNamespace && o.GetLabels()["app"] == cluster.LonghornManagerDaemonSet
+		}))).
+		Complete(reconcile.Func(s.reconcileLonghornManagerPod))
+}
+
+// reconcileLonghornManagerPod makes the new manager's pods of an
+// unresponsive Longhorn crash: their container is not ready and restarts,
+// so the real DaemonSet controller never finishes the rollout.
+func (s *Sim) reconcileLonghornManagerPod(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if !s.faults.unresponsive(ComponentLonghorn) {
+		return reconcile.Result{}, nil
+	}
+	pod := &corev1.Pod{}
+	if err := s.c.Get(ctx, req.NamespacedName, pod); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if len(pod.Spec.Containers) == 0 || !strings.HasSuffix(pod.Spec.Containers[0].Image, ":"+longhornToTag) ||
+		len(pod.Status.ContainerStatuses) == 0 || !pod.Status.ContainerStatuses[0].Ready {
+		return reconcile.Result{}, nil
+	}
+	cs := &pod.Status.ContainerStatuses[0]
+	cs.Ready, cs.Started, cs.RestartCount = false, ptr.To(false), cs.RestartCount+1
+	cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
+		Message: "back-off restarting failed container longhorn-manager"}}
+	for i := range pod.Status.Conditions {
+		if c := &pod.Status.Conditions[i]; c.Type == corev1.PodReady || c.Type == corev1.ContainersReady {
+			c.Status, c.Reason = corev1.ConditionFalse, "ContainersNotReady"
+		}
+	}
+	return reconcile.Result{}, s.c.Status().Update(ctx, pod)
 }
 
 // addonSpecHash is what Harvester's chart of an add-on was deployed from.
@@ -119,7 +158,7 @@ func (s *Sim) reconcileKubeVirtVersion(ctx context.Context, req reconcile.Reques
 		return reconcile.Result{}, nil
 	}
 	step := "kubevirt/" + target
-	if wait := s.steps.remaining(step, s.cfg.Timing.DeploymentReady); wait > 0 {
+	if wait := s.steps.remaining(step, s.cfg.Timing.ChartDeploy); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	s.steps.forget(step)
@@ -127,44 +166,37 @@ func (s *Sim) reconcileKubeVirtVersion(ctx context.Context, req reconcile.Reques
 	return reconcile.Result{}, s.c.Status().Update(ctx, kv)
 }
 
-// reconcileLonghornManager is the DaemonSet controller and Longhorn for
-// Longhorn's manager.
+// reconcileLonghornManager is Longhorn's manager: once the real DaemonSet
+// controller has rolled a new manager out on every node, the manager brings
+// an instance manager of its version on every node.
 func (s *Sim) reconcileLonghornManager(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	if req.Namespace != cluster.LonghornNamespace || req.Name != cluster.LonghornManagerDaemonSet {
+	if req.Namespace != cluster.LonghornNamespace || req.Name != cluster.LonghornManagerDaemonSet || s.faults.unresponsive(ComponentLonghorn) {
 		return reconcile.Result{}, nil
 	}
 	ds := &appsv1.DaemonSet{}
 	if err := s.c.Get(ctx, req.NamespacedName, ds); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	nodes := int32(len(s.cfg.nodeNames()))
-	if ds.Status.ObservedGeneration == ds.Generation && ds.Status.NumberReady == nodes {
+	st := ds.Status
+	if st.ObservedGeneration != ds.Generation || st.DesiredNumberScheduled == 0 ||
+		st.UpdatedNumberScheduled != st.DesiredNumberScheduled || st.NumberReady != st.DesiredNumberScheduled {
 		return reconcile.Result{}, nil
 	}
-	if s.faults.unresponsive(ComponentLonghorn) && ds.Status.ObservedGeneration > 0 {
+	tag, ok := strings.CutPrefix(ds.Spec.Template.Spec.Containers[0].Image, longhornManagerRepo+":")
+	if !ok {
 		return reconcile.Result{}, nil
 	}
-	step := fmt.Sprintf("daemonset/%s/%d", ds.UID, ds.Generation)
-	if wait := s.steps.remaining(step, s.cfg.Timing.DeploymentReady); wait > 0 && ds.Status.ObservedGeneration > 0 {
-		return reconcile.Result{RequeueAfter: wait}, nil
-	}
-	s.steps.forget(step)
-	image := ds.Spec.Template.Spec.Containers[0].Image
-	if tag, ok := strings.CutPrefix(image, longhornManagerRepo+":"); ok {
-		for _, n := range s.cfg.nodeNames() {
-			im := instanceManager(n, longhornInstanceMgrRepo+":"+tag)
-			if err := s.c.Create(ctx, im.obj); apierrors.IsAlreadyExists(err) {
-				continue
-			} else if err != nil {
-				return reconcile.Result{}, err
-			}
-			im.status(im.obj)
-			if err := s.c.Status().Update(ctx, im.obj); err != nil {
-				return reconcile.Result{}, err
-			}
+	for _, n := range s.cfg.nodeNames() {
+		im := instanceManager(n, longhornInstanceMgrRepo+":"+tag)
+		if err := s.c.Create(ctx, im.obj); apierrors.IsAlreadyExists(err) {
+			continue
+		} else if err != nil {
+			return reconcile.Result{}, err
+		}
+		im.status(im.obj)
+		if err := s.c.Status().Update(ctx, im.obj); err != nil {
+			return reconcile.Result{}, err
 		}
 	}
-	ds.Status = appsv1.DaemonSetStatus{ObservedGeneration: ds.Generation, DesiredNumberScheduled: nodes, CurrentNumberScheduled: nodes,
-		UpdatedNumberScheduled: nodes, NumberAvailable: nodes, NumberReady: nodes}
-	return reconcile.Result{}, s.c.Status().Update(ctx, ds)
+	return reconcile.Result{}, nil
 }

@@ -14,16 +14,21 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/fleetv1alpha1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
@@ -61,11 +66,20 @@ func (s *Sim) bootstrap(ctx context.Context) error {
 		}, status: func(o client.Object) { o.(*longhornv1beta2.Setting).Status.Applied = true }},
 		{obj: &harvesterv1beta1.Addon{
 			ObjectMeta: metav1.ObjectMeta{Namespace: cluster.KubeSystemNamespace, Name: cluster.DeschedulerAddon},
-			Spec:       harvesterv1beta1.AddonSpec{Repo: "http://harvester-cluster-repo.cattle-system.svc/charts", Chart: "descheduler", Version: "0.33.0", Enabled: true},
+			Spec:       harvesterv1beta1.AddonSpec{Repo: "http://harvester-cluster-repo.cattle-system.svc/charts", Chart: "descheduler", Version: "0.33.0", Enabled: true, ValuesContent: "{}"},
 		}, status: func(o client.Object) { o.(*harvesterv1beta1.Addon).Status.Status = cluster.AddonStateDeployed }},
+	}
+	// Harvester's storage classes, Longhorn's volumes.
+	for _, sc := range []string{"longhorn", "longhorn-static"} {
+		objs = append(objs, statusObject{obj: &storagev1.StorageClass{
+			ObjectMeta:  metav1.ObjectMeta{Name: sc},
+			Provisioner: longhornCSIDriver, ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete),
+			AllowVolumeExpansion: ptr.To(true), VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate),
+		}})
 	}
 	objs = append(objs, s.volumes()...)
 	objs = append(objs, s.componentObjects()...)
+	objs = append(objs, deployedBundles(objs)...)
 	for _, o := range objs {
 		if err := s.createWithStatus(ctx, o); err != nil {
 			return err
@@ -74,12 +88,64 @@ func (s *Sim) bootstrap(ctx context.Context) error {
 	if err := s.createHelmReleases(ctx); err != nil {
 		return err
 	}
+	// The service accounts Harvester runs its Jobs with; without them the
+	// API server admits no pod of those Jobs.
+	for _, sa := range []types.NamespacedName{
+		{Namespace: cluster.HarvesterNamespace, Name: harvesterServiceAccount},
+		{Namespace: cluster.CattleNamespace, Name: sucServiceAccount},
+	} {
+		if err := s.createWithStatus(ctx, statusObject{obj: &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: sa.Namespace, Name: sa.Name}}}); err != nil {
+			return err
+		}
+	}
 	for _, vm := range c.VMs {
 		if err := s.createVM(ctx, vm); err != nil {
 			return err
 		}
 	}
+	return s.waitNodesReady(ctx)
+}
+
+// waitNodesReady waits until kwok runs every node and the node-lifecycle
+// controller lifted the not-ready taint the API server gives new nodes.
+func (s *Sim) waitNodesReady(ctx context.Context) error {
+	var pending []string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var nodes corev1.NodeList
+		if err := s.direct.List(ctx, &nodes); err != nil {
+			return false, nil //nolint:nilerr // try again
+		}
+		pending = pending[:0]
+		for i := range nodes.Items {
+			n := &nodes.Items[i]
+			if !nodeReady(n) || slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady }) {
+				pending = append(pending, n.Name)
+			}
+		}
+		return len(pending) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("sim: nodes %s did not become Ready: the simulator needs kwok and kube-controller-manager beside the API server (testenv.StartWith with WorldOptions): %w", strings.Join(pending, ", "), err)
+	}
 	return nil
+}
+
+// deployedBundles are the Bundles Rancher made of the ManagedCharts among
+// objs, each deployed by Fleet, as a running cluster has them.
+func deployedBundles(objs []statusObject) []statusObject {
+	var out []statusObject
+	for _, o := range objs {
+		mc, ok := o.obj.(*managementv3.ManagedChart)
+		if !ok {
+			continue
+		}
+		b := &fleetv1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Namespace: mc.Namespace, Name: cluster.ManagedChartBundlePrefix + mc.Name},
+			Spec: cluster.ManagedChartBundleSpec(mc)}
+		out = append(out, statusObject{obj: b, status: func(o client.Object) {
+			o.(*fleetv1alpha1.Bundle).Status = deployedBundleStatus(o.GetGeneration())
+		}})
+	}
+	return out
 }
 
 // statusObject is an object to create and, for kinds with a status
@@ -99,8 +165,16 @@ func (s *Sim) createWithStatus(ctx context.Context, o statusObject) error {
 	if o.status == nil {
 		return nil
 	}
-	o.status(o.obj)
-	if err := s.direct.Status().Update(ctx, o.obj); err != nil {
+	// The real controllers may change a new object at once (a node gets the
+	// TTL controller's annotation): write the status onto the latest one.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := s.direct.Get(ctx, client.ObjectKeyFromObject(o.obj), o.obj); err != nil {
+			return err
+		}
+		o.status(o.obj)
+		return cluster.UpdateStatus(ctx, s.direct, o.obj)
+	})
+	if err != nil {
 		return fmt.Errorf("sim: writing the status of %s %s: %w", kindOf(s, o.obj), client.ObjectKeyFromObject(o.obj), err)
 	}
 	return nil
@@ -184,8 +258,11 @@ func (s *Sim) createNode(ctx context.Context, name string, index int) error {
 	labels := map[string]string{
 		cluster.LabelManagedNode: "true",
 		labelHostname:            name,
-		"kubernetes.io/os":       "linux",
-		"kubernetes.io/arch":     "amd64",
+		// Powered on once its status is written (below): kwok, as its
+		// kubelet, then reports it.
+		LabelPower:           powerOff,
+		"kubernetes.io/os":   "linux",
+		"kubernetes.io/arch": "amd64",
 	}
 	machineLabels := map[string]string{"cluster.x-k8s.io/cluster-name": cluster.LocalClusterName, labelMachineClusterName: cluster.LocalClusterName}
 	switch {
@@ -220,10 +297,9 @@ func (s *Sim) createNode(ctx context.Context, name string, index int) error {
 		{obj: node, status: func(o client.Object) {
 			n := o.(*corev1.Node)
 			n.Status = corev1.NodeStatus{
-				Capacity:        nodeResources(),
-				Allocatable:     nodeResources(),
-				Phase:           corev1.NodeRunning,
-				Conditions:      []corev1.NodeCondition{readyCondition(corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status")},
+				Capacity:    nodeResources(),
+				Allocatable: nodeResources(),
+				// kwok, as the node's kubelet, reports it Ready.
 				Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip.String()}},
 				DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: port}},
 				NodeInfo: corev1.NodeSystemInfo{
@@ -236,7 +312,14 @@ func (s *Sim) createNode(ctx context.Context, name string, index int) error {
 		}},
 		{obj: &capiv1beta1.Machine{
 			ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: machine, Labels: machineLabels},
-			Spec:       capiv1beta1.MachineSpec{ClusterName: cluster.LocalClusterName},
+			// As Rancher creates the machines of a custom cluster.
+			Spec: capiv1beta1.MachineSpec{ClusterName: cluster.LocalClusterName,
+				Bootstrap: capiv1beta1.Bootstrap{
+					ConfigRef:      &corev1.ObjectReference{APIVersion: "rke.cattle.io/v1", Kind: "RKEBootstrap", Namespace: cluster.FleetLocalNamespace, Name: machine},
+					DataSecretName: ptr.To(machine + "-machine-bootstrap"),
+				},
+				InfrastructureRef: corev1.ObjectReference{APIVersion: "rke.cattle.io/v1", Kind: "CustomMachine", Namespace: cluster.FleetLocalNamespace, Name: machine},
+			},
 		}, status: func(o client.Object) {
 			o.(*capiv1beta1.Machine).Status = capiv1beta1.MachineStatus{
 				Phase:   cluster.MachinePhaseRunning,
@@ -261,15 +344,10 @@ func (s *Sim) createNode(ctx context.Context, name string, index int) error {
 			return err
 		}
 	}
-	// The API server taints a new node not-ready; the node-lifecycle
-	// controller lifts the taint once the node is Ready.
-	before := len(node.Spec.Taints)
-	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady })
-	if len(node.Spec.Taints) == before {
-		return nil
-	}
-	if err := s.direct.Update(ctx, node); err != nil {
-		return fmt.Errorf("sim: lifting the not-ready taint of node %s: %w", name, err)
+	on := client.MergeFrom(node.DeepCopy())
+	node.Labels[LabelPower] = powerOn
+	if err := s.direct.Patch(ctx, node, on); err != nil {
+		return fmt.Errorf("sim: powering node %s on: %w", name, err)
 	}
 	return nil
 }
@@ -335,7 +413,7 @@ func (s *Sim) kubeVirt() statusObject {
 			kv := o.(*kubevirtv1.KubeVirt)
 			kv.Status = kubevirtv1.KubeVirtStatus{
 				Phase: "Deployed", ObservedKubeVirtVersion: s.cfg.KubeVirtVersion, TargetKubeVirtVersion: s.cfg.KubeVirtVersion,
-				Conditions: []common.Condition{
+				Conditions: []kubevirtv1.Condition{
 					{Type: "Available", Status: "True", Reason: "AllComponentsReady", Message: "All components are ready."},
 					{Type: "Progressing", Status: "False", Reason: "AllComponentsReady", Message: "All components are ready."},
 					{Type: "Degraded", Status: "False", Reason: "AllComponentsReady", Message: "All components are ready."},
@@ -359,8 +437,7 @@ func (s *Sim) harvesterChart() statusObject {
 			},
 		},
 		status: func(o client.Object) {
-			mc := o.(*managementv3.ManagedChart)
-			mc.Status.ObservedGeneration, mc.Status.Conditions = mc.Generation, []common.Condition{readyTrue()}
+			o.(*managementv3.ManagedChart).Status = deployedBundleStatus(o.GetGeneration())
 		},
 	}
 }

@@ -151,7 +151,7 @@ func TestBootstrap(t *testing.T) {
 		}
 		if len(vmi.Spec.Domain.Devices.HostDevices) > 0 {
 			passthrough++
-			if !common.IsFalse(vmi.Status.Conditions, "LiveMigratable") {
+			if kubevirtv1.ConditionStatus(vmi.Status.Conditions, "LiveMigratable") != "False" {
 				t.Errorf("instance %s has a host device but is live-migratable", vmi.Name)
 			}
 		}

@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 )
@@ -41,11 +41,8 @@ func (s *Sim) setupCDI(mgr ctrl.Manager) error {
 func (s *Sim) reconcileImage(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	img := &harvesterv1beta1.VirtualMachineImage{}
 	if err := s.c.Get(ctx, req.NamespacedName, img); err != nil {
-		if apierrors.IsNotFound(err) {
-			// The garbage collector would delete the image's PVC.
-			return reconcile.Result{}, s.deleteImagePVC(ctx, req.Namespace, req.Name)
-		}
-		return reconcile.Result{}, err
+		// The real garbage collector deletes a deleted image's PVC.
+		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if img.Spec.Backend != "cdi" || img.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil
@@ -81,7 +78,7 @@ func (s *Sim) reconcileImage(ctx context.Context, req reconcile.Request) (reconc
 			setImageCondition(st, condImageRetryLimit, "False", "", "")
 		}
 	}
-	return reconcile.Result{}, s.c.Status().Update(ctx, img)
+	return reconcile.Result{}, cluster.UpdateStatus(ctx, s.c, img)
 }
 
 // failImport records one failed import attempt the way Harvester's image
@@ -143,32 +140,28 @@ func (s *Sim) ensureImagePVC(ctx context.Context, img *harvesterv1beta1.VirtualM
 		}
 		return fmt.Errorf("creating the PVC of image %s/%s: %w", img.Namespace, img.Name, err)
 	}
-	pvc.Status = corev1.PersistentVolumeClaimStatus{
-		Phase:       corev1.ClaimBound,
-		AccessModes: pvc.Spec.AccessModes,
-		Capacity:    pvc.Spec.Resources.Requests,
+	// Longhorn's CSI provisioner provisions the volume the claim names; the
+	// real persistent-volume controller binds them, and the scheduler places
+	// a pod using the claim only once it is bound.
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: pvc.Spec.VolumeName, Annotations: map[string]string{"pv.kubernetes.io/provisioned-by": longhornCSIDriver}},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      pvc.Spec.Resources.Requests,
+			AccessModes:                   pvc.Spec.AccessModes,
+			VolumeMode:                    pvc.Spec.VolumeMode,
+			StorageClassName:              ptr.Deref(pvc.Spec.StorageClassName, ""),
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
+			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+				Driver: longhornCSIDriver, VolumeHandle: pvc.Spec.VolumeName,
+			}},
+		},
 	}
-	return s.c.Status().Update(ctx, pvc)
+	if err := s.c.Create(ctx, pv); client.IgnoreAlreadyExists(err) != nil {
+		return fmt.Errorf("creating the volume of image %s/%s: %w", img.Namespace, img.Name, err)
+	}
+	return nil
 }
 
-// deleteImagePVC deletes the PVC of a deleted image, and removes the PVC
-// protection finalizer as kube-controller-manager would for an unused claim.
-func (s *Sim) deleteImagePVC(ctx context.Context, namespace, name string) error {
-	pvc := &corev1.PersistentVolumeClaim{}
-	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pvc); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if ownerUID(pvc, "VirtualMachineImage") == "" {
-		return nil
-	}
-	if pvc.DeletionTimestamp == nil {
-		if err := s.c.Delete(ctx, pvc); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-	}
-	return client.IgnoreNotFound(s.mutate(ctx, pvc, false, func() bool {
-		before := len(pvc.Finalizers)
-		pvc.Finalizers = slices.DeleteFunc(pvc.Finalizers, func(f string) bool { return f == pvcProtectionFinalizer })
-		return len(pvc.Finalizers) != before
-	}))
-}
+// longhornCSIDriver is the CSI driver of Longhorn's volumes.
+const longhornCSIDriver = "driver.longhorn.io"

@@ -52,13 +52,18 @@ func TestCDIImport(t *testing.T) {
 	if len(progress) < 3 {
 		t.Errorf("saw progress %v: the import should report intermediate progress", progress)
 	}
+	// The real persistent-volume controller binds the claim to the volume
+	// Longhorn provisioned.
 	pvc := &corev1.PersistentVolumeClaim{}
-	get(t, client.ObjectKeyFromObject(img), pvc)
-	if *pvc.Spec.StorageClassName != cluster.LonghornStaticStorageClass || *pvc.Spec.VolumeMode != corev1.PersistentVolumeBlock || pvc.Status.Phase != corev1.ClaimBound {
+	eventually(t, 30*time.Second, "the PVC to be bound", func() (bool, string) {
+		get(t, client.ObjectKeyFromObject(img), pvc)
+		return pvc.Status.Phase == corev1.ClaimBound, string(pvc.Status.Phase)
+	})
+	if *pvc.Spec.StorageClassName != cluster.LonghornStaticStorageClass || *pvc.Spec.VolumeMode != corev1.PersistentVolumeBlock {
 		t.Errorf("pvc %+v %+v", pvc.Spec, pvc.Status)
 	}
 
-	// Deleting the image deletes its PVC, as the garbage collector would.
+	// Deleting the image deletes its PVC: the real garbage collector.
 	if err := env.Client.Delete(context.Background(), got); err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,8 @@
 package sim
 
 import (
-	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -25,27 +25,37 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/clusterupgrade"
 )
 
-// watchStates records the distinct states an object goes through.
-func watchStates(t *testing.T, obj client.Object, state func() string) func() []string {
+// watchStates records the distinct states an object goes through, from a
+// watch: every update the API server makes is seen, however quick.
+func watchStates(t *testing.T, obj client.Object, list client.ObjectList, state func() string) func() []string {
+	t.Helper()
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(t.Context(), list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{"metadata.name": obj.GetName()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var mu sync.Mutex
 	var seen []string
-	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for ctx.Err() == nil {
-			if env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj) == nil {
-				st := state()
-				mu.Lock()
-				if len(seen) == 0 || seen[len(seen)-1] != st {
-					seen = append(seen, st)
-				}
-				mu.Unlock()
+		for ev := range w.ResultChan() {
+			o, ok := ev.Object.(client.Object)
+			if !ok || reflect.TypeOf(o) != reflect.TypeOf(obj) {
+				continue
 			}
-			time.Sleep(5 * time.Millisecond)
+			mu.Lock()
+			reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(o).Elem())
+			if st := state(); len(seen) == 0 || seen[len(seen)-1] != st {
+				seen = append(seen, st)
+			}
+			mu.Unlock()
 		}
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { w.Stop(); <-done })
 	return func() []string {
 		mu.Lock()
 		defer mu.Unlock()
@@ -59,7 +69,7 @@ func watchStates(t *testing.T, obj client.Object, state func() string) func() []
 // at the release's version brings the release's KubeVirt, Longhorn and
 // server-version.
 func TestFleetDeploysAChartChange(t *testing.T) {
-	s := start(t, Config{Nodes: 2, Timing: Timing{ChartDeploy: 200 * time.Millisecond, DeploymentReady: 100 * time.Millisecond}})
+	s := start(t, Config{Nodes: 2, Timing: Timing{ChartDeploy: 200 * time.Millisecond}})
 	ctx := t.Context()
 	key := types.NamespacedName{Namespace: cluster.FleetLocalNamespace, Name: cluster.HarvesterManagedChart}
 	mc := &managementv3.ManagedChart{}
@@ -70,7 +80,7 @@ func TestFleetDeploysAChartChange(t *testing.T) {
 	before := mc.Status.ObservedGeneration
 	watched := &managementv3.ManagedChart{}
 	watched.Namespace, watched.Name = key.Namespace, key.Name
-	seen := watchStates(t, watched, func() string {
+	seen := watchStates(t, watched, &managementv3.ManagedChartList{}, func() string {
 		return fmt.Sprintf("%s gen>%v ready=%d", watched.Spec.Version, watched.Status.ObservedGeneration > before, watched.Status.Summary.Ready)
 	})
 	mc.Spec.Version = s.target.HarvesterChart
@@ -116,7 +126,7 @@ func TestAddonRedeployment(t *testing.T) {
 	})
 	watched := &harvesterv1beta1.Addon{}
 	watched.Namespace, watched.Name = key.Namespace, key.Name
-	seen := watchStates(t, watched, func() string {
+	seen := watchStates(t, watched, &harvesterv1beta1.AddonList{}, func() string {
 		return fmt.Sprintf("%s inProgress=%v completed=%v", watched.Status.Status,
 			common.IsTrue(watched.Status.Conditions, cluster.AddonConditionInProgress), common.IsTrue(watched.Status.Conditions, cluster.AddonConditionCompleted))
 	})
@@ -146,7 +156,7 @@ func TestAddonRedeployment(t *testing.T) {
 // Fleet and its webhook at the release's versions, recreates what it owns,
 // and re-provisions the CAPI Cluster for a while.
 func TestRancherChartUpgrade(t *testing.T) {
-	s := start(t, Config{Nodes: 1, Timing: Timing{DeploymentReady: 100 * time.Millisecond, DrainStep: 200 * time.Millisecond}})
+	s := start(t, Config{Nodes: 1, Timing: Timing{DrainStep: 200 * time.Millisecond}})
 	ctx := t.Context()
 	repo := &catalogv1.ClusterRepo{}
 	repo.Name = cluster.RancherChartsRepo

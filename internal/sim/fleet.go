@@ -2,8 +2,6 @@ package sim
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -66,18 +64,6 @@ func (s *Sim) setupFleet(mgr ctrl.Manager) error {
 		Complete(reconcile.Func(s.reconcileFleetCluster))
 }
 
-// bundleSpec is what Rancher writes into a ManagedChart's Bundle.
-func bundleSpec(mc *managementv3.ManagedChart) fleetv1alpha1.BundleSpec {
-	spec := fleetv1alpha1.BundleSpec{Paused: mc.Spec.Paused, Helm: &fleetv1alpha1.HelmOptions{
-		ReleaseName: mc.Spec.ReleaseName, Version: mc.Spec.Version, TimeoutSeconds: mc.Spec.TimeoutSeconds}}
-	if mc.Spec.Values != nil && len(mc.Spec.Values.Raw) > 0 {
-		// Rancher moves the values into a Secret and keeps their hash.
-		sum := sha256.Sum256(mc.Spec.Values.Raw)
-		spec.ValuesHash = hex.EncodeToString(sum[:])
-	}
-	return spec
-}
-
 // reconcileManagedChart is Rancher's ManagedChart controller.
 func (s *Sim) reconcileManagedChart(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	mc := &managementv3.ManagedChart{}
@@ -85,7 +71,7 @@ func (s *Sim) reconcileManagedChart(ctx context.Context, req reconcile.Request) 
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	b := &fleetv1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Namespace: mc.Namespace, Name: cluster.ManagedChartBundlePrefix + mc.Name}}
-	want := bundleSpec(mc)
+	want := cluster.ManagedChartBundleSpec(mc)
 	err := s.c.Get(ctx, client.ObjectKeyFromObject(b), b)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -94,7 +80,7 @@ func (s *Sim) reconcileManagedChart(ctx context.Context, req reconcile.Request) 
 		return reconcile.Result{}, client.IgnoreAlreadyExists(s.c.Create(ctx, b))
 	case err != nil:
 		return reconcile.Result{}, err
-	case !equality.Semantic.DeepEqual(b.Spec, want):
+	case !cluster.SameBundleSpec(b.Spec, want):
 		b.Spec = want
 		return reconcile.Result{}, s.c.Update(ctx, b)
 	case !equality.Semantic.DeepEqual(mc.Status, b.Status):

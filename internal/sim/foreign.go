@@ -57,8 +57,12 @@ const (
 	condImageRetryLimit      = "RetryLimitExceeded"
 	defaultImportFailMessage = "Unable to connect to http data source: expected status code 200, got 404. Status: 404 Not Found"
 
+	// The service accounts of Harvester's Jobs and of system-upgrade-
+	// controller's.
+	harvesterServiceAccount = "harvester"
+	sucServiceAccount       = "system-upgrade-controller"
+
 	// kube-controller-manager.
 	labelEndpointSliceManagedBy = "endpointslice.kubernetes.io/managed-by"
 	endpointSliceController     = "endpointslice-controller.k8s.io"
-	pvcProtectionFinalizer      = "kubernetes.io/pvc-protection"
 )

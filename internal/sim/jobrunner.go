@@ -2,130 +2,234 @@ package sim
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
-	"maps"
+	"strconv"
 	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
-	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/testenv"
 )
 
 // JobWork is what a Job's container does: it returns nil when the work is
-// done (the Job completes) or an error when it failed (the Job fails). It runs
-// in its own goroutine while the Job is active and must return when ctx ends
-// (the Job was suspended or deleted, or the simulator stops). The simulator
-// has one per job type; Config.JobWork replaces them, e.g. with the real job
-// command run in-process (JobEnv gives the environment its pod would have).
-type JobWork func(ctx context.Context, job *batchv1.Job) error
+// done (the container exits 0) or an error when it failed (the container
+// exits 1 with the error as its termination message). It runs in its own
+// goroutine while the pod runs and must return when ctx ends (the pod was
+// deleted, or the simulator stops). The simulator has one per job type;
+// Config.JobWork replaces them, e.g. with the real job command run
+// in-process (JobEnv gives the environment of the pod).
+type JobWork func(ctx context.Context, pod *corev1.Pod) error
 
-// The Job controller's failure reasons and messages (Kubernetes 1.34).
-const (
-	reasonBackoffLimit      = "BackoffLimitExceeded"
-	messageBackoffLimit     = "Job has reached the specified backoff limit"
-	reasonDeadlineExceeded  = "DeadlineExceeded"
-	messageDeadlineExceeded = "Job was active longer than specified deadline"
-)
-
-// jobRunner plays the Job controller and the Jobs' pods: it runs each active
-// Job's work and writes the Job's status the way kube-controller-manager's
-// Job controller does, so that the API server's status validation accepts
-// it: startTime, active and ready while running (Suspended while suspended),
-// then SuccessCriteriaMet and Complete with completionTime, or FailureTarget
-// and Failed (written by cluster.MarkJobSucceeded and MarkJobFailed).
-type jobRunner struct {
+// podRunner plays the main process of the Jobs' pods. The real Job
+// controller creates the pods, the real scheduler places them and kwok, as
+// the node's kubelet, starts them; for a running pod of a known job type the
+// runner runs the job's work in-process and, when it ends, ends the
+// container: it sets testenv.AnnotationExitCode (and the termination
+// message) on the pod, which kwok reports as the container's termination
+// and the real Job controller turns into the Job's outcome (retries, backoff
+// limit, deadline).
+type podRunner struct {
 	s     *Sim
 	works map[string]JobWork
-	wake  chan event.GenericEvent
 
 	mu    sync.Mutex
-	runs  map[types.UID]*jobRun
+	runs  map[types.UID]context.CancelFunc
 	byKey map[types.NamespacedName]types.UID
 }
 
-// jobRun is one Job's work in flight.
-type jobRun struct {
-	key    types.NamespacedName
-	cancel context.CancelFunc
-	done   bool
-	err    error
-}
-
-// jobFailure is a failure of a Job's work, with the Job condition reason it
-// ends with.
-type jobFailure struct {
-	reason, message string
-}
-
-func (e *jobFailure) Error() string { return e.message }
-
 func (s *Sim) setupJobRunner(mgr ctrl.Manager) error {
-	r := &jobRunner{s: s, works: s.defaultJobWorks(), wake: make(chan event.GenericEvent, 1024),
-		runs: map[types.UID]*jobRun{}, byKey: map[types.NamespacedName]types.UID{}}
+	r := &podRunner{s: s, works: s.defaultJobWorks(), runs: map[types.UID]context.CancelFunc{}, byKey: map[types.NamespacedName]types.UID{}}
 	if s.cfg.RealJobs {
-		maps.Copy(r.works, s.realJobWorks())
+		for t, w := range s.realJobWorks() {
+			r.works[t] = w
+		}
 	}
 	for t, w := range s.cfg.JobWork {
 		r.works[t] = w
 	}
-	return ctrl.NewControllerManagedBy(mgr).Named("sim-job-runner").
-		For(&batchv1.Job{}).
-		WatchesRawSource(source.Channel(r.wake, &handler.EnqueueRequestForObject{})).
+	jobPods := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[batchv1.JobNameLabel] != "" })
+	return ctrl.NewControllerManagedBy(mgr).Named("sim-pod-runner").
+		For(&corev1.Pod{}, builder.WithPredicates(jobPods)).
 		Complete(r)
 }
 
-// jobType is a Job's type: its job-type label, else its upgrade-component
-// label ("" for Jobs that are not the toolkit's).
-func jobType(job *batchv1.Job) string {
-	if t := job.Labels[v1beta1.LabelJobType]; t != "" {
+// jobType is the type of a Job's pod: its job-type label, else its
+// upgrade-component label (cluster-upgrade, and the image-preload and
+// image-cleanup SUC Jobs, which carry their Plan's labels); "" for pods that
+// are not the toolkit's.
+func jobType(pod *corev1.Pod) string {
+	if t := pod.Labels[v1beta1.LabelJobType]; t != "" {
 		return t
 	}
-	return job.Labels[v1beta1.LabelUpgradeComponent]
+	return pod.Labels[v1beta1.LabelUpgradeComponent]
 }
 
-// jobNode is the node a Job works on, "" for cluster-wide Jobs.
-func jobNode(job *batchv1.Job) string {
-	if n := job.Labels[v1beta1.LabelNode]; n != "" {
-		return n
-	}
-	return job.Labels[cluster.LabelSUCNode]
-}
-
-// JobEnv returns the environment the Job's first container would see, with
-// the downward-API values (node and pod name) resolved as its pod would have
-// them.
-func JobEnv(job *batchv1.Job) map[string]string {
+// JobEnv returns the environment the pod's first container sees, with the
+// downward-API values (node and pod name) resolved.
+func JobEnv(pod *corev1.Pod) map[string]string {
 	env := map[string]string{}
-	if cs := job.Spec.Template.Spec.Containers; len(cs) > 0 {
+	if cs := pod.Spec.Containers; len(cs) > 0 {
 		for _, e := range cs[0].Env {
 			switch {
 			case e.ValueFrom == nil:
 				env[e.Name] = e.Value
 			case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName":
-				env[e.Name] = jobNode(job)
+				env[e.Name] = pod.Spec.NodeName
 			case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
-				env[e.Name] = podName(job)
+				env[e.Name] = pod.Name
 			}
 		}
 	}
 	return env
 }
 
-// podName is the name the Job's pod would have.
-func podName(job *batchv1.Job) string { return job.Name + "-sim00" }
+// jobOfPod is namespace/name of the pod's Job.
+func jobOfPod(pod *corev1.Pod) types.NamespacedName {
+	return types.NamespacedName{Namespace: pod.Namespace, Name: pod.Labels[batchv1.JobNameLabel]}
+}
+
+func running(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil && pod.Spec.NodeName != ""
+}
+
+func (r *podRunner) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	pod := &corev1.Pod{}
+	if err := r.s.c.Get(ctx, req.NamespacedName, pod); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			r.forget(req.NamespacedName)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	jt := jobType(pod)
+	if jt == "" {
+		return reconcile.Result{}, nil
+	}
+	if !running(pod) || pod.Annotations[testenv.AnnotationExitCode] != "" {
+		// Stopped (deleted by the Job controller at its deadline, evicted,
+		// or its node went away) or finished: the process is gone.
+		r.stop(pod.UID, req.NamespacedName)
+		return reconcile.Result{}, nil
+	}
+	r.start(pod, jt)
+	return reconcile.Result{}, nil
+}
+
+// start runs the pod's work unless it already runs. The work lasts at least
+// the job type's duration; an injected fault replaces it.
+func (r *podRunner) start(pod *corev1.Pod, jt string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.runs[pod.UID]; ok {
+		return
+	}
+	ctx, cancel := context.WithCancel(r.s.runCtx)
+	// What the work logs is the container's log.
+	ctx = log.IntoContext(ctx, r.s.podLogs.logger(pod))
+	key := client.ObjectKeyFromObject(pod)
+	r.runs[pod.UID], r.byKey[key] = cancel, pod.UID
+	snapshot := pod.DeepCopy()
+	work := r.works[jt]
+	go func() {
+		begin := time.Now()
+		var err error
+		code := int32(1)
+		if f := r.s.faults.job(jt, snapshot.Spec.NodeName); f != nil {
+			err = r.s.fault(ctx, f)
+			if f.ExitCode != 0 {
+				code = f.ExitCode
+			}
+		} else if r.s.faults.emptyJob(jt, snapshot.Spec.NodeName) {
+			// The lie: the process exits 0 having done nothing.
+			log.FromContext(ctx).Info("the job did nothing (sim fault EmptyJobs)")
+		} else if work != nil {
+			err = work(ctx, snapshot)
+		}
+		if !sleepCtx(ctx, r.s.cfg.Timing.job(jt)-time.Since(begin)) {
+			return
+		}
+		if err != nil {
+			// As the job commands end: the error, last in the log.
+			log.FromContext(ctx).Error(err, "the job failed")
+			r.s.log.Info("job failed", "pod", key, "type", jt, "node", snapshot.Spec.NodeName, "error", err.Error())
+		}
+		if err := r.s.exit(ctx, snapshot, code, err); err != nil {
+			r.s.log.Error(err, "ending the container", "pod", key)
+		}
+	}()
+}
+
+// fault plays an injected job fault: the process fails at once, or, for a
+// fault that must end at the Job's deadline, never returns until the Job
+// controller stops the pod.
+func (s *Sim) fault(ctx context.Context, f *JobFault) error {
+	if f.Reason == reasonDeadlineExceeded {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return fmt.Errorf("injected fault: %s", f.Message)
+}
+
+// exit ends the pod's container with the work's outcome, as its process
+// exiting would: exit code 0, or failCode with the error as termination
+// message.
+func (s *Sim) exit(ctx context.Context, pod *corev1.Pod, failCode int32, workErr error) error {
+	code, message := int32(0), ""
+	if workErr != nil {
+		code, message = failCode, workErr.Error()
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		testenv.AnnotationExitCode: strconv.Itoa(int(code)), testenv.AnnotationTerminationMessage: message,
+	}}})
+	if err != nil {
+		return err
+	}
+	return client.IgnoreNotFound(s.c.Patch(ctx, pod, client.RawPatch(types.MergePatchType, patch)))
+}
+
+// stop cancels a pod's work.
+func (r *podRunner) stop(uid types.UID, key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cancel, ok := r.runs[uid]; ok {
+		cancel()
+		delete(r.runs, uid)
+		delete(r.byKey, key)
+	}
+}
+
+// forget cancels the work of a deleted pod.
+func (r *podRunner) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	uid, ok := r.byKey[key]
+	r.mu.Unlock()
+	if ok {
+		r.stop(uid, key)
+	}
+}
+
+// The Job controller's failure reason for a Job past its deadline.
+const reasonDeadlineExceeded = "DeadlineExceeded"
+
+// jobComplete reports whether the Job has completed. A Job that is gone
+// never will.
+func (s *Sim) jobComplete(ctx context.Context, key types.NamespacedName) (bool, error) {
+	job := &batchv1.Job{}
+	if err := s.c.Get(ctx, key, job); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return jobCondition(job, batchv1.JobComplete), nil
+}
 
 func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) bool {
 	for _, c := range job.Status.Conditions {
@@ -134,161 +238,6 @@ func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) bool {
 		}
 	}
 	return false
-}
-
-func (r *jobRunner) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	job := &batchv1.Job{}
-	if err := r.s.c.Get(ctx, req.NamespacedName, job); err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			r.forget(req.NamespacedName)
-		}
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	jt := jobType(job)
-	if jt == "" || job.DeletionTimestamp != nil {
-		return reconcile.Result{}, nil
-	}
-	now := metav1.Now()
-	switch {
-	case jobCondition(job, batchv1.JobComplete) || jobCondition(job, batchv1.JobFailed):
-		r.stop(job.UID)
-		return reconcile.Result{}, nil
-	case ptr.Deref(job.Spec.Suspend, false):
-		r.stop(job.UID)
-		return reconcile.Result{}, r.suspend(ctx, job, now)
-	case ptr.Deref(job.Spec.Parallelism, 1) == 0:
-		return reconcile.Result{}, nil
-	}
-	if changed := markRunning(job, now); changed {
-		// Start the work once the API server knows the Job runs.
-		return reconcile.Result{}, r.s.c.Status().Update(ctx, job)
-	}
-	run := r.start(job, jt)
-	r.mu.Lock()
-	done, err := run.done, run.err
-	r.mu.Unlock()
-	if !done {
-		return reconcile.Result{}, nil
-	}
-	// The pod is gone: nothing is ready or terminating any more.
-	job.Status.Ready, job.Status.Terminating = ptr.To[int32](0), ptr.To[int32](0)
-	if err == nil {
-		cluster.MarkJobSucceeded(job, now)
-		return reconcile.Result{}, r.s.c.Status().Update(ctx, job)
-	}
-	reason, message := reasonBackoffLimit, messageBackoffLimit
-	var jf *jobFailure
-	if errors.As(err, &jf) && jf.reason == reasonDeadlineExceeded {
-		reason, message = reasonDeadlineExceeded, messageDeadlineExceeded
-	}
-	r.s.log.Info("job failed", "job", req.NamespacedName, "type", jt, "node", jobNode(job), "error", err.Error())
-	cluster.MarkJobFailed(job, reason, message, now)
-	return reconcile.Result{}, r.s.c.Status().Update(ctx, job)
-}
-
-// markRunning sets the status of a Job whose pod runs; it reports whether
-// anything changed. A Job resumed from suspension restarts its clock.
-func markRunning(job *batchv1.Job, now metav1.Time) bool {
-	changed := false
-	for i := range job.Status.Conditions {
-		c := &job.Status.Conditions[i]
-		if c.Type == batchv1.JobSuspended && c.Status == corev1.ConditionTrue {
-			*c = batchv1.JobCondition{Type: batchv1.JobSuspended, Status: corev1.ConditionFalse, Reason: "JobResumed", Message: "Job resumed", LastProbeTime: now, LastTransitionTime: now}
-			job.Status.StartTime = &now
-			changed = true
-		}
-	}
-	if job.Status.StartTime == nil {
-		job.Status.StartTime = &now
-		changed = true
-	}
-	if job.Status.Active != 1 || ptr.Deref(job.Status.Ready, 0) != 1 {
-		job.Status.Active, job.Status.Ready, job.Status.Terminating = 1, ptr.To[int32](1), ptr.To[int32](0)
-		job.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{}
-		changed = true
-	}
-	return changed
-}
-
-// suspend writes the status of a suspended Job: no pod, Suspended=True.
-func (r *jobRunner) suspend(ctx context.Context, job *batchv1.Job, now metav1.Time) error {
-	for _, c := range job.Status.Conditions {
-		if c.Type == batchv1.JobSuspended && c.Status == corev1.ConditionTrue && job.Status.Active == 0 {
-			return nil
-		}
-	}
-	job.Status.Active, job.Status.Ready = 0, ptr.To[int32](0)
-	cond := batchv1.JobCondition{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue, Reason: "JobSuspended", Message: "Job suspended", LastProbeTime: now, LastTransitionTime: now}
-	replaced := false
-	for i := range job.Status.Conditions {
-		if job.Status.Conditions[i].Type == batchv1.JobSuspended {
-			job.Status.Conditions[i], replaced = cond, true
-		}
-	}
-	if !replaced {
-		job.Status.Conditions = append(job.Status.Conditions, cond)
-	}
-	return r.s.c.Status().Update(ctx, job)
-}
-
-// start runs the Job's work unless it already runs. The work lasts at least
-// the job type's duration; an injected fault replaces it.
-func (r *jobRunner) start(job *batchv1.Job, jt string) *jobRun {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if run, ok := r.runs[job.UID]; ok {
-		return run
-	}
-	ctx, cancel := context.WithCancel(r.s.runCtx)
-	run := &jobRun{key: client.ObjectKeyFromObject(job), cancel: cancel}
-	r.runs[job.UID] = run
-	r.byKey[run.key] = job.UID
-	snapshot := job.DeepCopy()
-	work := r.works[jt]
-	go func() {
-		begin := time.Now()
-		var err error
-		switch f := r.s.faults.job(jt, jobNode(snapshot)); {
-		case f != nil:
-			err = &jobFailure{reason: f.Reason, message: fmt.Sprintf("injected fault: %s", f.Message)}
-		case r.s.faults.emptyJob(jt, jobNode(snapshot)):
-			r.s.log.Info("job exits 0 having done nothing (injected fault)", "job", run.key, "type", jt)
-		case work != nil:
-			err = work(ctx, snapshot)
-		}
-		if !sleepCtx(ctx, r.s.cfg.Timing.job(jt)-time.Since(begin)) {
-			return
-		}
-		r.mu.Lock()
-		run.done, run.err = true, err
-		r.mu.Unlock()
-		select {
-		case r.wake <- event.GenericEvent{Object: snapshot}:
-		case <-ctx.Done():
-		}
-	}()
-	return run
-}
-
-// stop cancels a Job's work.
-func (r *jobRunner) stop(uid types.UID) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if run, ok := r.runs[uid]; ok {
-		run.cancel()
-		delete(r.runs, uid)
-		delete(r.byKey, run.key)
-	}
-}
-
-// forget cancels the work of a deleted Job.
-func (r *jobRunner) forget(key types.NamespacedName) {
-	r.mu.Lock()
-	uid, ok := r.byKey[key]
-	r.mu.Unlock()
-	if ok {
-		r.stop(uid)
-	}
 }
 
 // sleepCtx waits d (nothing when d <= 0) and reports whether ctx is still

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,8 +34,8 @@ const pollInterval = 20 * time.Millisecond
 
 func (s *Sim) defaultJobWorks() map[string]JobWork {
 	return map[string]JobWork{
-		JobImagePreload:      func(context.Context, *batchv1.Job) error { return nil },
-		JobImageCleanup:      func(context.Context, *batchv1.Job) error { return nil },
+		JobImagePreload:      func(context.Context, *corev1.Pod) error { return nil },
+		JobImageCleanup:      func(context.Context, *corev1.Pod) error { return nil },
 		JobClusterUpgrade:    s.clusterUpgradeWork,
 		JobPreDrain:          s.preDrainWork,
 		JobPostDrain:         s.postDrainWork,
@@ -45,11 +44,11 @@ func (s *Sim) defaultJobWorks() map[string]JobWork {
 	}
 }
 
-// jobPlan is the UpgradePlan a Job belongs to (label upgrade-plan).
-func (s *Sim) jobPlan(ctx context.Context, job *batchv1.Job) (*v1beta1.UpgradePlan, error) {
-	name := job.Labels[v1beta1.LabelUpgradePlan]
+// jobPlan is the UpgradePlan a Job's pod works for (label upgrade-plan).
+func (s *Sim) jobPlan(ctx context.Context, pod *corev1.Pod) (*v1beta1.UpgradePlan, error) {
+	name := pod.Labels[v1beta1.LabelUpgradePlan]
 	if name == "" {
-		return nil, fmt.Errorf("job %s/%s has no %s label: the job cannot tell which UpgradePlan it works for", job.Namespace, job.Name, v1beta1.LabelUpgradePlan)
+		return nil, fmt.Errorf("pod %s/%s has no %s label: the job cannot tell which UpgradePlan it works for", pod.Namespace, pod.Name, v1beta1.LabelUpgradePlan)
 	}
 	plan := &v1beta1.UpgradePlan{}
 	if err := s.reader.Get(ctx, types.NamespacedName{Name: name}, plan); err != nil {
@@ -58,9 +57,10 @@ func (s *Sim) jobPlan(ctx context.Context, job *batchv1.Job) (*v1beta1.UpgradePl
 	return plan, nil
 }
 
-// jobRelease returns the plan a Job works for and the release it installs.
-func (s *Sim) jobRelease(ctx context.Context, job *batchv1.Job) (*v1beta1.UpgradePlan, *v1beta1.ReleaseMetadata, error) {
-	plan, err := s.jobPlan(ctx, job)
+// jobRelease returns the plan a Job's pod works for and the release it
+// installs.
+func (s *Sim) jobRelease(ctx context.Context, pod *corev1.Pod) (*v1beta1.UpgradePlan, *v1beta1.ReleaseMetadata, error) {
+	plan, err := s.jobPlan(ctx, pod)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -83,8 +83,8 @@ func releaseOf(plan *v1beta1.UpgradePlan) (*v1beta1.ReleaseMetadata, error) {
 // Rancher to the release's (the new Rancher reports it), the monitoring
 // add-on to the release's chart; then it waits until Fleet deployed the
 // charts.
-func (s *Sim) clusterUpgradeWork(ctx context.Context, job *batchv1.Job) error {
-	_, rm, err := s.jobRelease(ctx, job)
+func (s *Sim) clusterUpgradeWork(ctx context.Context, pod *corev1.Pod) error {
+	_, rm, err := s.jobRelease(ctx, pod)
 	if err != nil {
 		return err
 	}
@@ -138,9 +138,9 @@ func (s *Sim) clusterUpgradeWork(ctx context.Context, job *batchv1.Job) error {
 // preDrainWork is the pre-drain job: it records and stops the VMs that
 // cannot live-migrate, taints the node kubevirt.io/drain so KubeVirt
 // evacuates the rest, and waits until no instance is left on the node.
-func (s *Sim) preDrainWork(ctx context.Context, job *batchv1.Job) error {
-	node := jobNode(job)
-	plan, err := s.jobPlan(ctx, job)
+func (s *Sim) preDrainWork(ctx context.Context, pod *corev1.Pod) error {
+	node := pod.Spec.NodeName
+	plan, err := s.jobPlan(ctx, pod)
 	if err != nil {
 		return err
 	}
@@ -162,9 +162,9 @@ func (s *Sim) preDrainWork(ctx context.Context, job *batchv1.Job) error {
 
 // postDrainWork is the post-drain job: it lifts the drain taint and, once
 // the Job completed, the node reboots into the new OS.
-func (s *Sim) postDrainWork(ctx context.Context, job *batchv1.Job) error {
-	node := jobNode(job)
-	_, rm, err := s.jobRelease(ctx, job)
+func (s *Sim) postDrainWork(ctx context.Context, pod *corev1.Pod) error {
+	node := pod.Spec.NodeName
+	_, rm, err := s.jobRelease(ctx, pod)
 	if err != nil {
 		return err
 	}
@@ -176,16 +176,16 @@ func (s *Sim) postDrainWork(ctx context.Context, job *batchv1.Job) error {
 	}); err != nil {
 		return fmt.Errorf("removing the drain taint of node %s: %w", node, err)
 	}
-	return s.ScheduleReboot(ctx, node, job, rm.OS, rm.Kubernetes)
+	return s.ScheduleReboot(ctx, node, jobOfPod(pod), rm.OS, rm.Kubernetes)
 }
 
 // singleNodeUpgradeWork is the single-node-upgrade job: it shuts every VM
 // down (recording them for restore), has Rancher move the cluster to the
 // target Kubernetes version without drain hooks, waits for the kubelet to run
 // it, and reboots the node into the new OS once the Job completed.
-func (s *Sim) singleNodeUpgradeWork(ctx context.Context, job *batchv1.Job) error {
-	node := jobNode(job)
-	plan, rm, err := s.jobRelease(ctx, job)
+func (s *Sim) singleNodeUpgradeWork(ctx context.Context, pod *corev1.Pod) error {
+	node := pod.Spec.NodeName
+	plan, rm, err := s.jobRelease(ctx, pod)
 	if err != nil {
 		return err
 	}
@@ -212,14 +212,14 @@ func (s *Sim) singleNodeUpgradeWork(ctx context.Context, job *batchv1.Job) error
 	}); err != nil {
 		return fmt.Errorf("waiting for node %s to run Kubernetes %s: %w", node, want, err)
 	}
-	return s.ScheduleReboot(ctx, node, job, rm.OS, rm.Kubernetes)
+	return s.ScheduleReboot(ctx, node, jobOfPod(pod), rm.OS, rm.Kubernetes)
 }
 
 // restoreVMWork is the restore-vm job: it starts the VMs recorded for its
 // node.
-func (s *Sim) restoreVMWork(ctx context.Context, job *batchv1.Job) error {
-	node := jobNode(job)
-	plan := job.Labels[v1beta1.LabelUpgradePlan]
+func (s *Sim) restoreVMWork(ctx context.Context, pod *corev1.Pod) error {
+	node := pod.Spec.NodeName
+	plan := pod.Labels[v1beta1.LabelUpgradePlan]
 	cm := &corev1.ConfigMap{}
 	if err := s.reader.Get(ctx, types.NamespacedName{Namespace: cluster.HarvesterNamespace, Name: names.RestoreVMConfigMap(plan)}, cm); err != nil {
 		return fmt.Errorf("reading the VMs to restore: %w", err)
@@ -359,8 +359,8 @@ const annotationReboot = "sim.upgrade-toolkit.harvesterhci.io/reboot"
 // ScheduleReboot makes the node reboot into osImage with kubelet version
 // kubelet once the Job completes, like the reboot unit the node jobs install.
 // A node listed in FaultSet.NeverReturn stays down.
-func (s *Sim) ScheduleReboot(ctx context.Context, node string, job *batchv1.Job, osImage, kubelet string) error {
-	r := reboot{Job: job.Namespace + "/" + job.Name, OSImage: osImage, KubeletVersion: release.KubeletVersionOf(kubelet)}
+func (s *Sim) ScheduleReboot(ctx context.Context, node string, job types.NamespacedName, osImage, kubelet string) error {
+	r := reboot{Job: job.String(), OSImage: osImage, KubeletVersion: release.KubeletVersionOf(kubelet)}
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -377,3 +377,6 @@ func (s *Sim) ScheduleReboot(ctx context.Context, node string, job *batchv1.Job,
 		return true
 	})
 }
+
+// cutKey splits namespace/name.
+func cutKey(key string) (namespace, name string, ok bool) { return strings.Cut(key, "/") }

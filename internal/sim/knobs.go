@@ -27,8 +27,6 @@ type Timing struct {
 	// ImportStep is the time between two progress updates of an ISO import
 	// (the import reports 0, 25, 50, 75 and 100 percent).
 	ImportStep time.Duration
-	// DeploymentReady is how long a Deployment takes to become available.
-	DeploymentReady time.Duration
 	// Jobs is the least time a Job of each type runs, by job type.
 	Jobs map[string]time.Duration
 	// DrainStep is the time Rancher takes for each drain step (cordon,
@@ -50,8 +48,7 @@ type Timing struct {
 // yet finish a 3-node upgrade in well under a minute.
 func DemoTiming() Timing {
 	return Timing{
-		ImportStep:      300 * time.Millisecond,
-		DeploymentReady: 500 * time.Millisecond,
+		ImportStep: 300 * time.Millisecond,
 		Jobs: map[string]time.Duration{
 			JobImagePreload: time.Second, JobClusterUpgrade: 2 * time.Second,
 			JobPreDrain: time.Second, JobPostDrain: time.Second, JobSingleNodeUpgrade: 2 * time.Second,
@@ -67,18 +64,23 @@ func DemoTiming() Timing {
 
 func (t Timing) job(jobType string) time.Duration { return t.Jobs[jobType] }
 
-// JobFault makes Jobs of one type fail, on one node or on every node.
+// JobFault makes Jobs of one type fail, on one node or on every node: their
+// container fails, and the real Job controller fails the Job.
 type JobFault struct {
 	// Type is the job type (JobPreDrain, JobImagePreload, ...).
 	Type string
 	// Node limits the fault to the Job of one node; empty means every Job of
 	// the type (cluster-upgrade Jobs have no node).
 	Node string
-	// Reason is the Job's Failed condition reason: BackoffLimitExceeded
-	// (default) or DeadlineExceeded.
+	// Reason is how the Job fails: BackoffLimitExceeded (default), its
+	// container failing every time, or DeadlineExceeded, its container
+	// never ending until the Job's active deadline.
 	Reason string
-	// Message is what the failed command would have printed; the simulator
-	// logs it (a real Job's condition does not carry it).
+	// ExitCode is the failed container's exit code (default 1, a failure
+	// the Job controller retries with backoff up to the backoff limit; the
+	// toolkit's Jobs fail at once on phase.PermanentExitCodes).
+	ExitCode int32
+	// Message is what the failed command printed: its termination message.
 	Message string
 }
 

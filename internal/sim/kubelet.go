@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -72,18 +73,19 @@ func KubeletAddress() (net.IP, error) {
 // /stats/summary and /configz the way a kubelet does.
 type kubelets struct {
 	ip      net.IP
+	logs    func(namespace, pod string, lines int) ([]byte, bool)
 	cert    tls.Certificate
 	mu      sync.Mutex
 	servers map[string]*http.Server
 	ports   map[string]int32
 }
 
-func startKubelets(ip net.IP, disks map[string]Disk) (*kubelets, error) {
+func startKubelets(ip net.IP, disks map[string]Disk, logs func(namespace, pod string, lines int) ([]byte, bool)) (*kubelets, error) {
 	cert, err := selfSignedCert(ip)
 	if err != nil {
 		return nil, err
 	}
-	k := &kubelets{ip: ip, cert: cert, servers: map[string]*http.Server{}, ports: map[string]int32{}}
+	k := &kubelets{ip: ip, logs: logs, cert: cert, servers: map[string]*http.Server{}, ports: map[string]int32{}}
 	for node, disk := range disks {
 		if err := k.serve(node, disk); err != nil {
 			k.stop()
@@ -106,6 +108,17 @@ func (k *kubelets) serve(node string, disk Disk) error {
 		writeJSON(w, map[string]any{"kubeletconfig": kubeletconfigv1beta1.KubeletConfiguration{
 			ImageGCHighThresholdPercent: ptr.To(disk.ImageGCHighThresholdPercent),
 		}})
+	})
+	// The log of a Job's pod: what its work logged (podLogs).
+	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", func(w http.ResponseWriter, r *http.Request) {
+		lines, _ := strconv.Atoi(r.URL.Query().Get("tailLines"))
+		b, ok := k.logs(r.PathValue("namespace"), r.PathValue("pod"), lines)
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write(b)
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
-	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 )
 
@@ -111,7 +110,7 @@ func (s *Sim) reconcileVM(ctx context.Context, req reconcile.Request) (reconcile
 			return reconcile.Result{}, client.IgnoreAlreadyExists(err)
 		}
 		created.Status = vmiStatus(node, &created.Spec)
-		if err := s.c.Status().Update(ctx, created); err != nil {
+		if err := cluster.UpdateStatus(ctx, s.c, created); err != nil {
 			return reconcile.Result{}, err
 		}
 		vmi, hasVMI = created, true
@@ -155,7 +154,7 @@ func (s *Sim) placeVMI(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstan
 		return err
 	}
 	vmi.Status = vmiStatus(node, &vmi.Spec)
-	return s.c.Status().Update(ctx, vmi)
+	return cluster.UpdateStatus(ctx, s.c, vmi)
 }
 
 // unscheduledVMs maps a node change to the VMs whose instance waits for a
@@ -211,15 +210,15 @@ func newVMI(vm *kubevirtv1.VirtualMachine, node string) *kubevirtv1.VirtualMachi
 
 func vmiStatus(node string, spec *kubevirtv1.VirtualMachineInstanceSpec) kubevirtv1.VirtualMachineInstanceStatus {
 	if node == "" {
-		return kubevirtv1.VirtualMachineInstanceStatus{Phase: vmiPhaseScheduling, Conditions: []common.Condition{
+		return kubevirtv1.VirtualMachineInstanceStatus{Phase: vmiPhaseScheduling, Conditions: []kubevirtv1.Condition{
 			{Type: "Ready", Status: "False", Reason: "PodNotExists", Message: "0/0 nodes are available to run the virtual machine"},
 		}}
 	}
-	migratable := common.Condition{Type: "LiveMigratable", Status: "True"}
+	migratable := kubevirtv1.Condition{Type: "LiveMigratable", Status: "True"}
 	if !kubeVirtCanMigrate(spec) {
-		migratable = common.Condition{Type: "LiveMigratable", Status: "False", Reason: "HostDeviceNotLiveMigratable", Message: "VMI uses a PCI host devices"}
+		migratable = kubevirtv1.Condition{Type: "LiveMigratable", Status: "False", Reason: "HostDeviceNotLiveMigratable", Message: "VMI uses a PCI host devices"}
 	}
-	return kubevirtv1.VirtualMachineInstanceStatus{NodeName: node, Phase: vmiPhaseRunning, Conditions: []common.Condition{
+	return kubevirtv1.VirtualMachineInstanceStatus{NodeName: node, Phase: vmiPhaseRunning, Conditions: []kubevirtv1.Condition{
 		{Type: "Ready", Status: "True"}, migratable,
 	}}
 }
@@ -295,7 +294,7 @@ func hasDrainTaint(n *corev1.Node) bool {
 func evictionMigrates(vmi *kubevirtv1.VirtualMachineInstance) bool {
 	es := ptr.Deref(vmi.Spec.EvictionStrategy, "")
 	return (es == evictionLiveMigrate || es == evictionLiveMigrateIfPossible) && kubeVirtCanMigrate(&vmi.Spec) &&
-		!common.IsFalse(vmi.Status.Conditions, "LiveMigratable")
+		kubevirtv1.ConditionStatus(vmi.Status.Conditions, "LiveMigratable") != "False"
 }
 
 func migrationFinished(m *kubevirtv1.VirtualMachineInstanceMigration) bool {

@@ -3,8 +3,6 @@ package sim
 import (
 	"context"
 	"encoding/json"
-	"slices"
-	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -18,14 +16,32 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/testenv"
 )
 
-// The node agent plays each node's reboot: the kubelet stops posting status
-// (the node-lifecycle controller marks it Ready=Unknown and taints it
-// unreachable), then the node comes back Ready with the new OS image and
-// kubelet version.
+// The node agent plays each node's reboot, the part of a node kwok cannot:
+// the machine powers off (kwok stops running the node: no more Lease
+// renewals, status reports or pods, so the real node-lifecycle controller
+// marks it NotReady and taints it), and after the reboot time it powers on
+// with the new OS image, kubelet version and boot ID, which kwok, running the
+// node again, reports Ready with.
+//
+// LabelPower is how the world tells kwok which nodes run: kwok manages the
+// nodes labelled KwokNodes (testenv.KwokOptions.ManageNodes).
+const (
+	LabelPower = "sim.upgrade-toolkit.harvesterhci.io/power"
+	powerOn    = "on"
+	powerOff   = "off"
+	// KwokNodes selects the nodes that are powered on.
+	KwokNodes = LabelPower + "=" + powerOn
+)
 
-const taintUnreachable = corev1.TaintNodeUnreachable
+// WorldOptions is what must run beside the API server of a simulated
+// cluster: the real kube-controller-manager and kube-scheduler, and kwok for
+// the powered-on nodes.
+func WorldOptions() testenv.Options {
+	return testenv.Options{Controllers: true, Kwok: &testenv.KwokOptions{ManageNodes: KwokNodes}}
+}
 
 func (s *Sim) setupNodeAgent(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("sim-node-agent").
@@ -51,11 +67,12 @@ func (s *Sim) reconcileNodeAgent(ctx context.Context, req reconcile.Request) (re
 		return reconcile.Result{}, s.setReboot(ctx, node.Name, nil)
 	}
 	if r.Since == nil {
-		done, err := s.jobComplete(ctx, r.Job)
+		ns, name, _ := cutKey(r.Job)
+		done, err := s.jobComplete(ctx, types.NamespacedName{Namespace: ns, Name: name})
 		if err != nil || !done {
 			return reconcile.Result{}, err
 		}
-		if err := s.setNodeDown(ctx, node.Name); err != nil {
+		if err := s.powerOff(ctx, node.Name); err != nil {
 			return reconcile.Result{}, err
 		}
 		r.Since = ptr.To(metav1.Now())
@@ -76,22 +93,11 @@ func (s *Sim) reconcileNodeAgent(ctx context.Context, req reconcile.Request) (re
 		// The bootloader's fallback entry: the OS the node ran before.
 		osImage = node.Status.NodeInfo.OSImage
 	}
-	if err := s.setNodeUp(ctx, node.Name, osImage, r.KubeletVersion); err != nil {
+	if err := s.powerOn(ctx, node.Name, osImage, r.KubeletVersion); err != nil {
 		return reconcile.Result{}, err
 	}
 	s.log.V(1).Info("node rebooted", "node", node.Name, "osImage", osImage)
 	return reconcile.Result{}, s.setReboot(ctx, node.Name, nil)
-}
-
-// jobComplete reports whether the Job namespace/name has completed. A Job
-// that is gone never will.
-func (s *Sim) jobComplete(ctx context.Context, key string) (bool, error) {
-	ns, name, _ := strings.Cut(key, "/")
-	job := &batchv1.Job{}
-	if err := s.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, job); err != nil {
-		return false, client.IgnoreNotFound(err)
-	}
-	return jobCondition(job, batchv1.JobComplete), nil
 }
 
 func (s *Sim) setReboot(ctx context.Context, node string, r *reboot) error {
@@ -109,44 +115,40 @@ func (s *Sim) setReboot(ctx context.Context, node string, r *reboot) error {
 	return client.IgnoreNotFound(err)
 }
 
-// setNodeDown is what the node-lifecycle controller does when a kubelet stops
-// posting status.
-func (s *Sim) setNodeDown(ctx context.Context, node string) error {
+// powerOff takes the node from kwok, and reports it NotReady as a kubelet
+// does when the node shuts down (graceful node shutdown); the real
+// node-lifecycle controller taints it.
+func (s *Sim) powerOff(ctx context.Context, node string) error {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
-	if err := s.mutate(ctx, n, true, func() bool {
-		return setReady(n, corev1.ConditionUnknown, "NodeStatusUnknown", "Kubelet stopped posting node status.")
-	}); err != nil {
-		return err
-	}
-	return s.mutate(ctx, n, false, func() bool {
-		if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == taintUnreachable }) {
-			return false
-		}
-		now := metav1.Now()
-		n.Spec.Taints = append(n.Spec.Taints,
-			corev1.Taint{Key: taintUnreachable, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &now},
-			corev1.Taint{Key: taintUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: &now})
-		return true
-	})
-}
-
-// setNodeUp is the kubelet of a rebooted node posting status again.
-func (s *Sim) setNodeUp(ctx context.Context, node, osImage, kubelet string) error {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
-	if err := s.mutate(ctx, n, false, func() bool {
-		before := len(n.Spec.Taints)
-		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool {
-			return t.Key == taintUnreachable || t.Key == corev1.TaintNodeNotReady
-		})
-		return len(n.Spec.Taints) != before
-	}); err != nil {
+	if err := s.setPower(ctx, n, powerOff); err != nil {
 		return err
 	}
 	return s.mutate(ctx, n, true, func() bool {
-		setReady(n, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status")
+		return setReady(n, corev1.ConditionFalse, "KubeletNotReady", "node is shutting down")
+	})
+}
+
+// powerOn boots the node into osImage and kubelet: it gets a new boot ID and
+// kwok runs it again, which reports it Ready.
+func (s *Sim) powerOn(ctx context.Context, node, osImage, kubelet string) error {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	if err := s.mutate(ctx, n, true, func() bool {
 		n.Status.NodeInfo.OSImage = osImage
 		n.Status.NodeInfo.KubeletVersion = kubelet
 		n.Status.NodeInfo.BootID = newBootID()
+		return true
+	}); err != nil {
+		return err
+	}
+	return s.setPower(ctx, n, powerOn)
+}
+
+func (s *Sim) setPower(ctx context.Context, n *corev1.Node, power string) error {
+	return s.mutate(ctx, n, false, func() bool {
+		if n.Labels[LabelPower] == power {
+			return false
+		}
+		n.Labels[LabelPower] = power
 		return true
 	})
 }

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
@@ -30,7 +28,7 @@ import (
 // real one waits for.
 func (s *Sim) realJobWorks() map[string]JobWork {
 	node := func(jobType string) JobWork {
-		return func(ctx context.Context, job *batchv1.Job) error { return s.runNodeJob(ctx, job, jobType) }
+		return func(ctx context.Context, pod *corev1.Pod) error { return s.runNodeJob(ctx, pod, jobType) }
 	}
 	return map[string]JobWork{
 		JobImagePreload:      node(nodejob.TypePrepare),
@@ -64,10 +62,10 @@ func (s *Sim) ClusterUpgradeTimeouts() clusterupgrade.Timeouts {
 
 // runClusterUpgrade runs `upgrade-toolkit cluster-upgrade` as the Job's pod
 // would.
-func (s *Sim) runClusterUpgrade(ctx context.Context, job *batchv1.Job) error {
-	plan := JobEnv(job)[nodejob.EnvPlan]
+func (s *Sim) runClusterUpgrade(ctx context.Context, pod *corev1.Pod) error {
+	plan := JobEnv(pod)[nodejob.EnvPlan]
 	if plan == "" {
-		return fmt.Errorf("job %s/%s has no %s", job.Namespace, job.Name, nodejob.EnvPlan)
+		return fmt.Errorf("pod %s/%s has no %s", pod.Namespace, pod.Name, nodejob.EnvPlan)
 	}
 	addons, _ := fs.Sub(image, "image/addons")
 	crds, _ := fs.Sub(image, "image/crds")
@@ -75,7 +73,7 @@ func (s *Sim) runClusterUpgrade(ctx context.Context, job *batchv1.Job) error {
 		Client: s.direct, Plan: plan, RepoURL: s.RepoURL(cluster.HarvesterNamespace, names.Repo(plan)),
 		Rancher: RancherChart{s: s}, Addons: addons, CRDs: crds, Timeouts: s.ClusterUpgradeTimeouts(),
 	}
-	return u.Run(log.IntoContext(ctx, s.log.WithName("job")))
+	return u.Run(ctx)
 }
 
 // jobTimeouts are the real jobs' bounds, polled as fast as simulated work.
@@ -85,11 +83,11 @@ func jobTimeouts() nodejob.Timeouts {
 	return t
 }
 
-// runNodeJob runs `upgrade-toolkit node <type>` as the Job's pod would,
-// with the environment the pod would have.
-func (s *Sim) runNodeJob(ctx context.Context, job *batchv1.Job, jobType string) error {
+// runNodeJob runs `upgrade-toolkit node <type>` as the Job's pod does, with
+// the pod's environment.
+func (s *Sim) runNodeJob(ctx context.Context, pod *corev1.Pod, jobType string) error {
 	j := &nodejob.Job{Client: s.direct, Timeouts: jobTimeouts()}
-	env := JobEnv(job)
+	env := JobEnv(pod)
 	if err := j.FromEnv(func(k string) string { return env[k] }); err != nil {
 		return err
 	}
@@ -101,21 +99,21 @@ func (s *Sim) runNodeJob(ctx context.Context, job *batchv1.Job, jobType string) 
 	j.Host = &hosttest.Fake{
 		PrettyName: n.Status.NodeInfo.OSImage,
 		OnReboot: func(ctx context.Context, _ host.JobContainer) error {
-			_, rm, err := s.jobRelease(ctx, job)
+			_, rm, err := s.jobRelease(ctx, pod)
 			if err != nil {
 				return err
 			}
-			return s.ScheduleReboot(ctx, j.Node, job, rm.OS, rm.Kubernetes)
+			return s.ScheduleReboot(ctx, j.Node, jobOfPod(pod), rm.OS, rm.Kubernetes)
 		},
 	}
-	return j.Run(log.IntoContext(ctx, s.log.WithName("job")), jobType)
+	return j.Run(ctx, jobType)
 }
 
 // runRestoreVM runs `upgrade-toolkit restore-vm --node <node> --upgrade <plan>`.
-func (s *Sim) runRestoreVM(ctx context.Context, job *batchv1.Job) error {
-	node := jobNode(job)
+func (s *Sim) runRestoreVM(ctx context.Context, pod *corev1.Pod) error {
+	node := pod.Spec.NodeName
 	r := &helper.Restorer{Client: s.direct, Power: helper.RunStrategyPower{Client: s.direct}, Interval: pollInterval,
 		Events: &helper.Recorder{Client: s.direct, Component: helper.ComponentRestoreVM, Host: node}}
-	_, err := r.Restore(log.IntoContext(ctx, s.log.WithName("job")), job.Labels[v1beta1.LabelUpgradePlan], node)
+	_, err := r.Restore(ctx, pod.Labels[v1beta1.LabelUpgradePlan], node)
 	return err
 }

@@ -9,7 +9,10 @@ import (
 	"strings"
 	"time"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/internal/release"
 )
@@ -59,8 +62,22 @@ func (r *repoServer) baseURL(namespace, service string) string {
 
 func (r *repoServer) stop() { _ = r.srv.Shutdown(context.Background()) }
 
-// repoReady reports whether the repo Service can serve: it has a ready
-// endpoint.
+// repoReady reports whether the repo Service can serve: the real
+// EndpointSlice controller gave it a ready endpoint (a repo pod the real
+// Deployment controller and scheduler placed, which kwok runs).
 func (s *Sim) repoReady(ctx context.Context, svc types.NamespacedName) bool {
-	return s.serviceReady(ctx, svc)
+	var slices discoveryv1.EndpointSliceList
+	if err := s.c.List(ctx, &slices, client.InNamespace(svc.Namespace), client.MatchingLabels{
+		discoveryv1.LabelServiceName: svc.Name, labelEndpointSliceManagedBy: endpointSliceController,
+	}); err != nil {
+		return false
+	}
+	for _, es := range slices.Items {
+		for _, ep := range es.Endpoints {
+			if ptr.Deref(ep.Conditions.Ready, false) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -46,7 +46,8 @@ type Sim struct {
 	reader client.Reader
 	mgr    ctrl.Manager
 
-	faults faults
+	faults  faults
+	podLogs podLogs
 	// target is the release the repo serves, nil when it cannot be read.
 	target   *release.Release
 	kubelets *kubelets
@@ -113,7 +114,7 @@ func (s *Sim) startKubelets() error {
 	for _, n := range s.cfg.allNodeNames() {
 		disks[n] = s.cfg.disk(n)
 	}
-	s.kubelets, err = startKubelets(ip, disks)
+	s.kubelets, err = startKubelets(ip, disks, s.podLogs.tail)
 	return err
 }
 
@@ -149,7 +150,7 @@ func (s *Sim) startManager(ctx context.Context, restCfg *rest.Config, release fs
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.runCtx, s.cancel = runCtx, cancel
 	for _, setup := range []func(ctrl.Manager) error{
-		s.setupCDI, s.setupWorkloads, s.setupSUC, s.setupJobRunner, s.setupRancher,
+		s.setupCDI, s.setupSUC, s.setupJobRunner, s.setupRancher,
 		s.setupNodeAgent, s.setupKubeVirt, s.setupLonghorn, s.setupFleet, s.setupRancherServer, s.setupComponents,
 	} {
 		if err := setup(mgr); err != nil {

@@ -3,7 +3,9 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,8 +15,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -43,7 +48,7 @@ func TestMain(m *testing.M) {
 	} else {
 		logf.SetLogger(logr.Discard())
 	}
-	os.Exit(testenv.RunMain(m, &env))
+	os.Exit(testenv.RunMainWith(m, &env, WorldOptions()))
 }
 
 // start runs a simulator for one test on a fresh cluster and wipes the
@@ -68,9 +73,8 @@ func start(t *testing.T, cfg Config) *Sim {
 	return s
 }
 
-// wipe deletes everything a test or the simulator created. envtest has no
-// garbage collector and no finalizer controllers, so finalizers are removed
-// by hand.
+// wipe deletes everything a test or the simulator created, finalizers
+// removed first so that nothing waits on a controller.
 func wipe(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
@@ -82,7 +86,8 @@ func wipe(t *testing.T) {
 		&kubevirtv1.KubeVirtList{}, &kubevirtv1.VirtualMachineList{}, &kubevirtv1.VirtualMachineInstanceList{},
 		&kubevirtv1.VirtualMachineInstanceMigrationList{}, &longhornv1beta2.SettingList{}, &longhornv1beta2.VolumeList{},
 		&batchv1.JobList{}, &appsv1.DeploymentList{}, &corev1.ServiceList{}, &discoveryv1.EndpointSliceList{},
-		&corev1.PersistentVolumeClaimList{}, &corev1.PodList{}, &corev1.ConfigMapList{}, &corev1.SecretList{},
+		&corev1.PersistentVolumeClaimList{}, &corev1.PersistentVolumeList{}, &corev1.PodList{}, &corev1.ConfigMapList{}, &corev1.SecretList{},
+		&corev1.ServiceAccountList{}, &storagev1.StorageClassList{},
 		&managementv3.SettingList{}, &managementv3.ClusterList{}, &capiv1beta1.ClusterList{}, &fleetv1alpha1.ClusterList{},
 		&fleetv1alpha1.BundleList{}, &catalogv1.ClusterRepoList{}, &longhornv1beta2.NodeList{}, &longhornv1beta2.InstanceManagerList{},
 		&appsv1.DaemonSetList{}, &networkingv1.IngressList{}, &networkingv1.IngressClassList{},
@@ -96,20 +101,44 @@ func wipe(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, o := range items {
-			if o.GetNamespace() == "default" && (o.GetName() == "kubernetes" || o.GetLabels()[discoveryv1.LabelServiceName] == "kubernetes") {
+			if o.GetNamespace() == "default" && (o.GetName() == "kubernetes" || o.GetLabels()[discoveryv1.LabelServiceName] == "kubernetes") ||
+				o.GetName() == "default" || strings.HasPrefix(o.GetName(), "kube-root-ca") {
 				continue
 			}
-			if len(o.GetFinalizers()) > 0 {
-				o.SetFinalizers(nil)
-				if err := c.Update(ctx, o); client.IgnoreNotFound(err) != nil {
-					t.Fatalf("wipe: removing finalizers of %T %s: %v", o, client.ObjectKeyFromObject(o), err)
+			// The real controllers keep changing what they manage.
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				if err := c.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil || len(o.GetFinalizers()) == 0 {
+					return err
 				}
+				o.SetFinalizers(nil)
+				return c.Update(ctx, o)
+			})
+			if client.IgnoreNotFound(err) != nil {
+				t.Fatalf("wipe: removing finalizers of %T %s: %v", o, client.ObjectKeyFromObject(o), err)
 			}
-			if err := c.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			if err := c.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationBackground), client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
 				t.Fatalf("wipe: deleting %T %s: %v", o, client.ObjectKeyFromObject(o), err)
 			}
 		}
 	}
+	// The next test bootstraps a fresh cluster: wait until the nodes, their
+	// pods and the objects the simulator creates are gone.
+	eventually(t, 30*time.Second, "the cluster to be wiped", func() (bool, string) {
+		for _, list := range []client.ObjectList{&corev1.NodeList{}, &corev1.PodList{}, &corev1.SecretList{}, &capiv1beta1.MachineList{}} {
+			if err := c.List(ctx, list, client.InNamespace(cluster.FleetLocalNamespace)); err != nil {
+				return false, err.Error()
+			}
+			if _, isNodes := list.(*corev1.NodeList); isNodes {
+				if err := c.List(ctx, list); err != nil {
+					return false, err.Error()
+				}
+			}
+			if n := meta.LenList(list); n > 0 {
+				return false, fmt.Sprintf("%d %T left", n, list)
+			}
+		}
+		return true, ""
+	})
 }
 
 // eventually polls cond until it holds or the timeout passes, then fails
@@ -175,9 +204,14 @@ func nodeJob(t *testing.T, plan, jobType, node string, suspend bool) *batchv1.Jo
 			},
 		},
 		Spec: batchv1.JobSpec{
-			Suspend: ptr.To(suspend),
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				RestartPolicy: corev1.RestartPolicyNever, NodeName: node,
+			Suspend:      ptr.To(suspend),
+			BackoffLimit: ptr.To[int32](0),
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{
+				v1beta1.LabelUpgradePlan: plan, v1beta1.LabelUpgradeComponent: v1beta1.ComponentNodeUpgrade,
+				v1beta1.LabelJobType: jobType, v1beta1.LabelNode: node,
+			}}, Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever, Affinity: cluster.OnNode(node), ServiceAccountName: harvesterServiceAccount,
+				Tolerations: cluster.UpgradeTolerations(),
 				Containers: []corev1.Container{{
 					Name: "apply", Image: "rancher/harvester-upgrade-toolkit:v1.8.0", Command: []string{"upgrade-toolkit", "node", jobType},
 					Env: []corev1.EnvVar{

@@ -327,9 +327,13 @@ func (s *Sim) sucJob(plan *upgradev1.Plan, node *corev1.Node) *batchv1.Job {
 			annotations[k] = v
 		}
 	}
-	deadline := int64(sucJobDeadlineSeconds)
-	if plan.Spec.JobActiveDeadlineSecs != nil && *plan.Spec.JobActiveDeadlineSecs > 0 {
-		deadline = *plan.Spec.JobActiveDeadlineSecs
+	// SUC's default deadline unless the Plan sets one; 0 means none.
+	deadline := ptr.To(int64(sucJobDeadlineSeconds))
+	if d := plan.Spec.JobActiveDeadlineSecs; d != nil && *d >= 0 {
+		deadline = ptr.To(*d)
+		if *d == 0 {
+			deadline = nil
+		}
 	}
 	container := corev1.Container{
 		Name: "upgrade", Image: withTag(plan.Spec.Upgrade.Image, plan.Status.LatestVersion), ImagePullPolicy: corev1.PullIfNotPresent,
@@ -350,7 +354,7 @@ func (s *Sim) sucJob(plan *upgradev1.Plan, node *corev1.Node) *batchv1.Job {
 		Spec: batchv1.JobSpec{
 			BackoffLimit:            ptr.To[int32](sucJobBackoffLimit),
 			TTLSecondsAfterFinished: ptr.To[int32](sucJobTTLSeconds),
-			ActiveDeadlineSeconds:   &deadline,
+			ActiveDeadlineSeconds:   deadline,
 			Completions:             ptr.To[int32](1),
 			Parallelism:             ptr.To[int32](1),
 			Template: corev1.PodTemplateSpec{

@@ -131,8 +131,12 @@ func TestSUCRunsOneJobPerNodeWithinConcurrency(t *testing.T) {
 		if _, ok := job.Labels["upgrade.cattle.io/ignored"]; ok {
 			t.Errorf("job %s copied a cattle.io/ label of the Plan", job.Name)
 		}
-		if c := job.Spec.Template.Spec.Containers[0]; c.Image != "rancher/harvester-upgrade-toolkit:v1.8.0" || JobEnv(&job)["SYSTEM_UPGRADE_NODE_NAME"] != node || JobEnv(&job)["HARVESTER_UPGRADEPLAN_NAME"] != "up1" {
-			t.Errorf("job %s container %s env %v", job.Name, c.Image, JobEnv(&job))
+		pod := jobPod(t, &job)
+		if c := pod.Spec.Containers[0]; c.Image != "rancher/harvester-upgrade-toolkit:v1.8.0" || JobEnv(pod)["SYSTEM_UPGRADE_NODE_NAME"] != node || JobEnv(pod)["HARVESTER_UPGRADEPLAN_NAME"] != "up1" {
+			t.Errorf("job %s container %s env %v", job.Name, c.Image, JobEnv(pod))
+		}
+		if pod.Spec.NodeName != node {
+			t.Errorf("the scheduler placed job %s's pod on %q, want %s", job.Name, pod.Spec.NodeName, node)
 		}
 		if !jobCondition(&job, batchv1.JobComplete) {
 			t.Errorf("job %s did not complete: %s", job.Name, fmtConds(&job))
@@ -158,7 +162,9 @@ func TestSUCReportsAFailedJob(t *testing.T) {
 	start(t, Config{Nodes: 2, Faults: FaultSet{FailJobs: []JobFault{{Type: JobImageCleanup, Node: "node-2"}}}})
 	plan := sucPlan(t, "up1", v1beta1.ComponentImageCleanup, 2)
 	got := &upgradev1.Plan{}
-	eventually(t, 20*time.Second, "the plan to report the failure", func() (bool, string) {
+	// SUC's backoff limit of 2 and the real Job controller's backoff (10 s,
+	// then 20 s) before the Job fails.
+	eventually(t, 90*time.Second, "the plan to report the failure", func() (bool, string) {
 		get(t, client.ObjectKeyFromObject(plan), got)
 		c := common.FindCondition(got.Status.Conditions, sucCondComplete)
 		return c != nil && c.Reason == "JobFailed" && len(got.Status.Applying) == 1, strings.Join(got.Status.Applying, ",")

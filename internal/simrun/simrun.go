@@ -1,5 +1,6 @@
 // Package simrun runs whole upgrades on one machine: an embedded control
-// plane (etcd and kube-apiserver), the simulated Harvester cluster of
+// plane (etcd, kube-apiserver, kube-controller-manager and kube-scheduler,
+// kwok for the nodes), the simulated Harvester cluster of
 // internal/sim, and the toolkit's real manager, which can be killed and
 // started again at any moment. The demo, the end-to-end tests and the
 // benchmarks are built on it.
@@ -48,7 +49,7 @@ type Run struct {
 // Start starts the control plane, builds the simulated cluster on it, and
 // starts the toolkit's manager.
 func Start(ctx context.Context, cfg sim.Config) (r *Run, err error) {
-	env, err := testenv.Start()
+	env, err := testenv.StartWith(sim.WorldOptions())
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,10 @@
 // Package testenv starts a real kube-apiserver and etcd (controller-runtime's
-// envtest) with the UpgradePlan CRD and the foreign-kind CRD fixtures
-// installed: the control plane of the integration and end-to-end tests, the
-// benchmarks and the demo.
+// envtest) with the UpgradePlan CRD and the real upstream CRDs of the foreign
+// kinds installed (`make upstream-crds`, hack/crdgen): the control plane of
+// the integration and end-to-end tests, the benchmarks and the demo. With
+// Options it also runs the real kube-controller-manager and kube-scheduler,
+// and kwok for the nodes (world.go), all in a network namespace of the
+// world's own (netns.go).
 package testenv
 
 import (
@@ -12,7 +15,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,7 +32,6 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/config/crd"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
-	"github.com/harvester/upgrade-toolkit/test/crds"
 )
 
 // K8sVersion is the Kubernetes version of the envtest binaries; the
@@ -42,8 +46,12 @@ type Env struct {
 	Client client.Client
 	// Scheme registers the built-in, UpgradePlan and foreign kinds.
 	Scheme *k8sruntime.Scheme
+	// UnknownFields are the fields clients of Config wrote that the
+	// schemas do not have.
+	UnknownFields *FieldWarnings
 
-	env *envtest.Environment
+	env   *envtest.Environment
+	world *world
 }
 
 // RepoRoot returns the repository's root directory.
@@ -52,37 +60,61 @@ func RepoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// AssetsDir returns where the etcd and kube-apiserver binaries are:
-// $KUBEBUILDER_ASSETS, else the directory `make envtest` fills, found from
-// the source tree (tests) or the working directory (the demo binary).
-func AssetsDir() (string, error) {
-	candidates := []string{os.Getenv("KUBEBUILDER_ASSETS")}
+// platformDir is the directory name of the K8sVersion binaries of this
+// platform, in the layout of hack/build-envtest-bins.sh.
+func platformDir() string {
+	return fmt.Sprintf("%s-%s-%s", K8sVersion, runtime.GOOS, runtime.GOARCH)
+}
+
+// findDir returns the first of $envVar and the directory rel under bin/,
+// found from the source tree (tests) or the working directory (the demo
+// binary), that has every one of files; or an error that says which make
+// target provides them.
+func findDir(envVar, rel, target string, files ...string) (string, error) {
+	candidates := []string{os.Getenv(envVar)}
 	if candidates[0] == "" {
-		rel := filepath.Join("bin", "envtest", "k8s", fmt.Sprintf("%s-%s-%s", K8sVersion, runtime.GOOS, runtime.GOARCH))
+		rel = filepath.Join("bin", rel)
 		candidates = []string{filepath.Join(RepoRoot(), rel), rel}
 	}
 	for _, dir := range candidates {
-		if hasBinaries(dir) {
+		if hasFiles(dir, files) {
 			return dir, nil
 		}
 	}
-	return "", fmt.Errorf("etcd and kube-apiserver not found in %s: run `make envtest` (or set KUBEBUILDER_ASSETS)", strings.Join(candidates, " or "))
+	return "", fmt.Errorf("%s not found in %s: run `make %s` (or set %s)", strings.Join(files, " and "), strings.Join(candidates, " or "), target, envVar)
 }
 
-func hasBinaries(dir string) bool {
-	for _, bin := range []string{"etcd", "kube-apiserver"} {
-		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
+func hasFiles(dir string, files []string) bool {
+	for _, f := range files {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			return false
 		}
 	}
 	return true
 }
 
-// CRDs returns the CRDs installed into every API server: the toolkit's own
-// and the foreign-kind fixtures, as `make manifests` generated them.
+// AssetsDir returns where the etcd and kube-apiserver binaries are:
+// $KUBEBUILDER_ASSETS, else the directory `make envtest` fills.
+func AssetsDir() (string, error) {
+	return findDir("KUBEBUILDER_ASSETS", filepath.Join("envtest", "k8s", platformDir()), "envtest", "etcd", "kube-apiserver")
+}
+
+// UpstreamCRDsDir returns where the real upstream CRDs of the foreign kinds
+// are: $UPSTREAM_CRDS, else the directory `make upstream-crds` fills.
+func UpstreamCRDsDir() (string, error) {
+	return findDir("UPSTREAM_CRDS", "upstream-crds", "upstream-crds", ".stamp")
+}
+
+// CRDs returns the CRDs installed into every API server: the toolkit's own,
+// as `make manifests` generated them, and the real upstream CRDs of the
+// foreign kinds.
 func CRDs() ([]*apiextv1.CustomResourceDefinition, error) {
+	upstream, err := UpstreamCRDsDir()
+	if err != nil {
+		return nil, err
+	}
 	var out []*apiextv1.CustomResourceDefinition
-	for _, fsys := range []fs.FS{crd.Bases, crds.Files} {
+	for _, fsys := range []fs.FS{crd.Bases, os.DirFS(upstream)} {
 		err := fs.WalkDir(fsys, ".", func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || filepath.Ext(path) != ".yaml" {
 				return err
@@ -112,8 +144,21 @@ var Namespaces = []string{
 	cluster.FleetSystemNamespace, cluster.FleetLocalSystemNamespace, cluster.MonitoringNamespace, cluster.LoggingNamespace,
 }
 
+// Options choose what runs beside the API server.
+type Options struct {
+	// Controllers runs the real kube-controller-manager and kube-scheduler
+	// (world.go). The API server then admits pods only for service
+	// accounts that exist, as a real one does.
+	Controllers bool
+	// Kwok runs kwok for the nodes it selects (world.go).
+	Kwok *KwokOptions
+}
+
 // Start starts an API server, installs the CRDs and creates the namespaces.
-func Start() (*Env, error) {
+func Start() (*Env, error) { return StartWith(Options{}) }
+
+// StartWith starts an API server with what opts asks for beside it.
+func StartWith(opts Options) (e *Env, err error) {
 	assets, err := AssetsDir()
 	if err != nil {
 		return nil, err
@@ -135,49 +180,110 @@ func Start() (*Env, error) {
 	// The API server publishes the host's address in the default/kubernetes
 	// EndpointSlice (never a loopback one); listen there too, so that what
 	// reads the slice, like the certificate check, can reach it.
-	te.ControlPlane.GetAPIServer().Configure().Set("bind-address", "0.0.0.0").
+	args := te.ControlPlane.GetAPIServer().Configure().Set("bind-address", "0.0.0.0").
 		// As strict clusters do: an owner reference that blocks the owner's
 		// deletion takes update on the owner's finalizers (see
 		// internal/rbactest).
 		Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
+	if opts.Controllers {
+		// envtest turns the ServiceAccount admission off because nothing
+		// creates the namespaces' default service accounts; the real
+		// controller manager does.
+		args.Disable("disable-admission-plugins")
+	}
 	cfg, err := te.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting envtest: %w", err)
 	}
-	e := &Env{Config: cfg, Scheme: scheme, env: te}
+	e = &Env{Config: cfg, Scheme: scheme, env: te, UnknownFields: &FieldWarnings{}}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, e.Stop())
+		}
+	}()
 	// Client-side throttling only slows tests down; the server is ours.
 	cfg.QPS, cfg.Burst = 1000, 2000
+	// Every client made from this config reports the fields the API server
+	// dropped because the real schema does not have them.
+	cfg.WarningHandler = e.UnknownFields
 	if e.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		return nil, errors.Join(err, te.Stop())
+		return e, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, ns := range Namespaces {
 		err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, errors.Join(fmt.Errorf("creating namespace %s: %w", ns, err), te.Stop())
+			return e, fmt.Errorf("creating namespace %s: %w", ns, err)
+		}
+	}
+	if opts.Controllers || opts.Kwok != nil {
+		if e.world, err = startWorld(ctx, te, opts); err != nil {
+			return e, err
 		}
 	}
 	return e, nil
 }
 
-// Stop stops the API server.
+// Stop stops what runs beside the API server, then the API server.
 func (e *Env) Stop() error {
-	return e.env.Stop()
+	var errs []error
+	if e.world != nil {
+		errs = append(errs, e.world.stop())
+	}
+	return errors.Join(append(errs, e.env.Stop())...)
+}
+
+// FieldWarnings records the API server's warnings about fields a request
+// sent that the object's schema does not have: the API server drops such a
+// field and only warns, so a write the real component would never see
+// passes silently unless someone listens.
+type FieldWarnings struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+// HandleWarningHeader implements rest.WarningHandler.
+func (f *FieldWarnings) HandleWarningHeader(_ int, _ string, text string) {
+	if !strings.HasPrefix(text, "unknown field") {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !slices.Contains(f.seen, text) {
+		f.seen = append(f.seen, text)
+	}
+}
+
+// Seen returns the warnings so far, each once.
+func (f *FieldWarnings) Seen() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.seen)
 }
 
 // RunMain starts an API server for a package's tests, runs them and stops
-// it. Use it from TestMain: os.Exit(testenv.RunMain(m, &env)).
-func RunMain(m interface{ Run() int }, env **Env) int {
-	e, err := Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "testenv:", err)
-		return 1
-	}
-	*env = e
-	code := m.Run()
-	if err := e.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "testenv: stopping:", err)
-	}
-	return code
+// it, all in the world's network namespace. Use it from TestMain:
+// os.Exit(testenv.RunMain(m, &env)).
+func RunMain(m interface{ Run() int }, env **Env) int { return RunMainWith(m, env, Options{}) }
+
+// RunMainWith is RunMain with opts for what runs beside the API server.
+func RunMainWith(m interface{ Run() int }, env **Env, opts Options) int {
+	return Isolated(func() int {
+		e, err := StartWith(opts)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testenv:", err)
+			return 1
+		}
+		*env = e
+		code := m.Run()
+		if err := e.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "testenv: stopping:", err)
+		}
+		if seen := e.UnknownFields.Seen(); len(seen) > 0 && code == 0 {
+			fmt.Fprintf(os.Stderr, "testenv: the API server dropped fields its schemas do not have: %s\n", strings.Join(seen, "; "))
+			return 1
+		}
+		return code
+	})
 }

@@ -231,7 +231,7 @@ func createHealthyCluster() error {
 		},
 		&harvesterv1beta1.Addon{
 			ObjectMeta: metav1.ObjectMeta{Namespace: cluster.KubeSystemNamespace, Name: cluster.DeschedulerAddon},
-			Spec:       harvesterv1beta1.AddonSpec{Enabled: true},
+			Spec:       testAddonSpec(),
 			Status:     harvesterv1beta1.AddonStatus{Status: cluster.AddonStateDeployed},
 		},
 		volume("vol-healthy", 3, cluster.LonghornVolumeAttached, "healthy"),
@@ -247,8 +247,9 @@ func createHealthyCluster() error {
 			},
 			&capiv1beta1.Machine{
 				ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: "m-" + n},
-				Spec:       capiv1beta1.MachineSpec{ClusterName: cluster.LocalClusterName},
-				Status:     capiv1beta1.MachineStatus{Phase: cluster.MachinePhaseRunning, NodeRef: &corev1.ObjectReference{Kind: "Node", Name: n}},
+				Spec: capiv1beta1.MachineSpec{ClusterName: cluster.LocalClusterName, Bootstrap: capiv1beta1.Bootstrap{DataSecretName: ptr.To("m-" + n)},
+					InfrastructureRef: corev1.ObjectReference{APIVersion: "rke.cattle.io/v1", Kind: "CustomMachine", Name: "m-" + n}},
+				Status: capiv1beta1.MachineStatus{Phase: cluster.MachinePhaseRunning, NodeRef: &corev1.ObjectReference{Kind: "Node", Name: n}},
 			})
 	}
 	for _, o := range objs {
@@ -275,12 +276,6 @@ func vmi(name, node string) *kubevirtv1.VirtualMachineInstance {
 	}
 }
 
-// hasStatus: every kind used here has a status subresource but the Version.
-func hasStatus(o client.Object) bool {
-	_, version := o.(*harvesterv1beta1.Version)
-	return !version
-}
-
 // createWithStatus creates the object and then writes its status, which the
 // create ignores.
 func createWithStatus(ctx context.Context, o client.Object) error {
@@ -288,11 +283,8 @@ func createWithStatus(ctx context.Context, o client.Object) error {
 	if err := env.Client.Create(ctx, o); err != nil {
 		return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
 	}
-	if !hasStatus(o) {
-		return nil
-	}
 	want.SetResourceVersion(o.GetResourceVersion())
-	if err := env.Client.Status().Update(ctx, want); err != nil {
+	if err := cluster.UpdateStatus(ctx, env.Client, want); err != nil {
 		return fmt.Errorf("writing the status of %T %s: %w", o, o.GetName(), err)
 	}
 	return nil
@@ -345,7 +337,7 @@ func write(ctx context.Context, o client.Object) error {
 	if err := env.Client.Update(ctx, o); err != nil {
 		return err
 	}
-	if !hasStatus(o) {
+	if !cluster.HasStatusSubresource(o) {
 		return nil
 	}
 	want.SetResourceVersion(o.GetResourceVersion())
@@ -442,4 +434,10 @@ func eventually(t *testing.T, timeout time.Duration, check func() error) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// testAddonSpec is a valid Addon spec (the real schema requires repo, chart
+// version and values).
+func testAddonSpec() harvesterv1beta1.AddonSpec {
+	return harvesterv1beta1.AddonSpec{Enabled: true, Repo: "http://harvester-cluster-repo.cattle-system.svc/charts", Chart: "descheduler", Version: "0.33.0", ValuesContent: "{}"}
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/sim"
 	"github.com/harvester/upgrade-toolkit/internal/simrun"
+	"github.com/harvester/upgrade-toolkit/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -42,7 +43,8 @@ func TestMain(m *testing.M) {
 	} else {
 		log.SetLogger(logr.Discard())
 	}
-	os.Exit(m.Run())
+	// The world's API server, kubelets and nodes get a network of their own.
+	os.Exit(testenv.Isolated(m.Run))
 }
 
 // scenario is one simulated upgrade.
@@ -153,7 +155,7 @@ func (sc scenario) run(t *testing.T) *v1beta1.UpgradePlan {
 		t.Errorf("restarting the manager: %v", err)
 	}
 	if err != nil {
-		t.Fatalf("%v\nlast state: %+v", err, final)
+		t.Fatalf("%v\nlast state: %+v\n%s", err, final, worldPods(ctx, run))
 	}
 	if final.Status.CurrentPhase != sc.want {
 		c := final.Condition(v1beta1.ConditionProgressing)
@@ -173,6 +175,9 @@ func (sc scenario) run(t *testing.T) *v1beta1.UpgradePlan {
 	}
 	for _, v := range violations {
 		t.Errorf("invariant %s violated: %s", v.Rule, v.Message)
+	}
+	for _, w := range run.Env.UnknownFields.Seen() {
+		t.Errorf("a write had a field the real schema does not have (the API server dropped it): %s", w)
 	}
 	if after := readSettings(t, ctx, run.Client); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("settings not restored:\nbefore %+v\nafter  %+v", before, after)
@@ -328,32 +333,106 @@ func TestRestoreVM(t *testing.T) {
 }
 
 func TestFailures(t *testing.T) {
+	// The job commands' exit code for a wait that gave up, on which the
+	// toolkit's Jobs fail at once (their pod failure policy).
 	jobFault := func(typ, node string) sim.FaultSet {
-		return sim.FaultSet{FailJobs: []sim.JobFault{{Type: typ, Node: node, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}}}
+		return sim.FaultSet{FailJobs: []sim.JobFault{{Type: typ, Node: node, ExitCode: 4, Message: "waiting for the node's VMs: gave up after 30m"}}}
 	}
 	tests := map[string]scenario{
 		"iso import": {sim: sim.Config{Nodes: 2, Faults: sim.FaultSet{FailImport: &sim.ImportFault{Message: "404 Not Found"}}},
 			failure: "could not be imported"},
-		"image preload": {sim: sim.Config{Nodes: 3, Faults: jobFault(sim.JobImagePreload, "node-3")},
+		// system-upgrade-controller's Job, retried by the real Job
+		// controller up to SUC's backoff limit.
+		"image preload": {sim: sim.Config{Nodes: 3, Faults: sim.FaultSet{FailJobs: []sim.JobFault{{Type: sim.JobImagePreload, Node: "node-3", Message: "importing images: no space left"}}}},
 			failure: "preloading images on node node-3 failed"},
 		"cluster upgrade": {sim: sim.Config{Nodes: 2, Faults: jobFault(sim.JobClusterUpgrade, "")},
 			failure: "upgrading the cluster's components failed"},
+		// The failure quotes the end of the Job's log, which the kubelet
+		// serves through the API server.
 		"pre-drain": {sim: sim.Config{Nodes: 3, Faults: jobFault(sim.JobPreDrain, "node-2")},
-			failure: "upgrading node node-2 failed in PreDrainFailed"},
-		"post-drain": {sim: sim.Config{Nodes: 3, Faults: jobFault(sim.JobPostDrain, "node-2")},
-			failure: "upgrading node node-2 failed in PostDrainFailed"},
-		"single-node upgrade": {sim: sim.Config{Nodes: 1, Faults: jobFault(sim.JobSingleNodeUpgrade, "node-1")},
-			failure: "upgrading node node-1 failed in SingleNodeUpgradeFailed"},
-		"image cleanup": {sim: sim.Config{Nodes: 2, Faults: jobFault(sim.JobImageCleanup, "node-2")},
+			failure: "matching FailJob rule at index 0); last log lines:"},
+		// A failure that may be transient: the real Job controller retries
+		// it, with backoff, up to the Job's backoff limit.
+		"post-drain, retried to the backoff limit": {sim: sim.Config{Nodes: 3, Faults: sim.FaultSet{FailJobs: []sim.JobFault{{Type: sim.JobPostDrain, Node: "node-2", Message: "connection refused"}}}},
+			failure: "upgrading node node-2 failed in PostDrainFailed: Job harvester-system/hvst-upgrade-"},
+		// A Job that never ends: the real Job controller stops it at its
+		// active deadline.
+		"single-node upgrade past its deadline": {sim: sim.Config{Nodes: 1, Faults: sim.FaultSet{FailJobs: []sim.JobFault{{Type: sim.JobSingleNodeUpgrade, Node: "node-1", Reason: "DeadlineExceeded"}}}},
+			deadlines: func(d *phase.Deadlines) { d.NodeJob = 15 * time.Second },
+			failure:   "upgrading node node-1 failed in SingleNodeUpgradeFailed: Job harvester-system/"},
+		"image cleanup": {sim: sim.Config{Nodes: 2, Faults: sim.FaultSet{FailJobs: []sim.JobFault{{Type: sim.JobImageCleanup, Node: "node-2", Message: "crictl rmi: exit status 1"}}}},
 			failure: "every node runs the new release, but removing the previous release's images on node node-2 failed"},
 		"node never comes back": {sim: sim.Config{Nodes: 2, Faults: sim.FaultSet{NeverReturn: []string{"node-1"}}},
 			failure: "the node did not come back on the new OS in time: waiting for the node to come back on \"Harvester v1.8.0\": it is not Ready"},
 	}
 	for name, sc := range tests {
 		t.Run(name, func(t *testing.T) {
+			// Each has a world of its own, and most of their time is the
+			// Job controller's backoff and deadlines.
+			t.Parallel()
 			sc.want = v1beta1.PhaseFailed
 			sc.run(t)
 		})
+	}
+}
+
+// TestJobsRunOnTheirNodes: every node Job's pod was placed by the real
+// scheduler on its node, control-plane nodes and the nodes Rancher cordoned
+// before their pre-drain Job included.
+func TestJobsRunOnTheirNodes(t *testing.T) {
+	placed := map[string]string{}
+	scenario{sim: sim.Config{Nodes: 4}, want: v1beta1.PhaseSucceeded,
+		during: func(t *testing.T, ctx context.Context, run *simrun.Run, _ *v1beta1.UpgradePlan) {
+			var pods corev1.PodList
+			if err := run.Client.List(ctx, &pods, client.InNamespace(cluster.HarvesterNamespace), client.HasLabels{v1beta1.LabelJobType}); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range pods.Items {
+				if p.Spec.NodeName != "" {
+					placed[p.Labels[v1beta1.LabelJobType]+"/"+p.Labels[v1beta1.LabelNode]] = p.Spec.NodeName
+				}
+			}
+		}}.run(t)
+	for _, typ := range []string{v1beta1.JobTypePreDrain, v1beta1.JobTypePostDrain} {
+		for _, n := range []string{"node-1", "node-2", "node-3", "node-4"} {
+			if got := placed[typ+"/"+n]; got != n {
+				t.Errorf("the %s Job of %s ran on %q", typ, n, got)
+			}
+		}
+	}
+}
+
+// TestJobThatCannotBeScheduled: a node tainted with a taint the upgrade
+// does not tolerate once the cluster is upgraded, before its pre-drain Job (a
+// taint before the cluster upgrade would rightly hold Longhorn's new
+// manager off the node, and the cluster upgrade with it): the
+// plan says which node and why while it waits, and fails at the Job's
+// deadline with the scheduler's reason.
+func TestJobThatCannotBeScheduled(t *testing.T) {
+	var tainted, reported bool
+	scenario{sim: sim.Config{Nodes: 3}, deadlines: func(d *phase.Deadlines) { d.NodeJob = 20 * time.Second }, want: v1beta1.PhaseFailed,
+		failure: "its pod hvst-upgrade-",
+		during: func(t *testing.T, ctx context.Context, run *simrun.Run, p *v1beta1.UpgradePlan) {
+			if c := p.Condition(v1beta1.ConditionProgressing); c != nil && strings.Contains(c.Message, "cannot be scheduled on node node-3") &&
+				strings.Contains(c.Message, "untolerated taint") {
+				reported = true
+			}
+			if tainted || p.Status.CurrentPhase != v1beta1.PhaseNodeUpgrading {
+				return
+			}
+			tainted = true
+			n := &corev1.Node{}
+			if err := run.Client.Get(ctx, client.ObjectKey{Name: "node-3"}, n); err != nil {
+				t.Fatal(err)
+			}
+			before := n.DeepCopy()
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "example.com/maintenance", Value: "disk", Effect: corev1.TaintEffectNoSchedule})
+			if err := run.Client.Patch(ctx, n, client.MergeFrom(before)); err != nil {
+				t.Fatal(err)
+			}
+		}}.run(t)
+	if !reported {
+		t.Error("while node-3's Job waited, the plan never said that its pod cannot be scheduled there and why")
 	}
 }
 
@@ -570,4 +649,24 @@ func lastTransition(p *v1beta1.UpgradePlan, ph v1beta1.UpgradePlanPhase) (time.T
 		}
 	}
 	return time.Time{}, false
+}
+
+// worldPods describes the world's pods, for a failure message: where each
+// runs and what keeps it from running.
+func worldPods(ctx context.Context, run *simrun.Run) string {
+	var pods corev1.PodList
+	if err := run.Client.List(context.WithoutCancel(ctx), &pods); err != nil {
+		return "listing the pods: " + err.Error()
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		fmt.Fprintf(&b, "pod %s/%s on %q: %s", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase)
+		for _, c := range p.Status.Conditions {
+			if c.Status != corev1.ConditionTrue {
+				fmt.Fprintf(&b, "; %s=%s %s %s", c.Type, c.Status, c.Reason, c.Message)
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }

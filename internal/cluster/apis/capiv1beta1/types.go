@@ -31,7 +31,6 @@ func init() {
 // it, and its nodeRef names the Node.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 type Machine struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -43,6 +42,18 @@ type Machine struct {
 // MachineSpec ties the machine to its cluster.
 type MachineSpec struct {
 	ClusterName string `json:"clusterName"`
+	// Bootstrap and InfrastructureRef are required by the schema; Rancher
+	// points them at the machine's RKEBootstrap and CustomMachine.
+	Bootstrap         Bootstrap              `json:"bootstrap"`
+	InfrastructureRef corev1.ObjectReference `json:"infrastructureRef"`
+}
+
+// Bootstrap is where a machine's bootstrap data comes from.
+type Bootstrap struct {
+	// +optional
+	ConfigRef *corev1.ObjectReference `json:"configRef,omitempty"`
+	// +optional
+	DataSecretName *string `json:"dataSecretName,omitempty"`
 }
 
 // MachineStatus reports the machine's node, phase and conditions.

@@ -30,8 +30,6 @@ func init() {
 // harvester-charts, which serves the charts of the running Harvester release.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:path=clusterrepos,scope=Cluster
-// +kubebuilder:subresource:status
 type ClusterRepo struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

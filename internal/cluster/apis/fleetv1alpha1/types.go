@@ -9,6 +9,7 @@ package fleetv1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/scheme"
 
@@ -92,9 +93,6 @@ type BundleSpec struct {
 	// Helm is the chart's version and options.
 	// +optional
 	Helm *HelmOptions `json:"helm,omitempty"`
-	// ValuesHash stands for the values Rancher moves into a Secret.
-	// +optional
-	ValuesHash string `json:"valuesHash,omitempty"`
 }
 
 // HelmOptions of a Bundle.
@@ -105,6 +103,10 @@ type HelmOptions struct {
 	Version string `json:"version,omitempty"`
 	// +optional
 	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
+	// Values are the chart's values.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Values *runtime.RawExtension `json:"values,omitempty"`
 }
 
 // BundleStatus reports the deployment of a Bundle; a ManagedChart's status
@@ -128,7 +130,7 @@ type BundleStatus struct {
 // BundleSummary counts the Bundle's deployments by state.
 type BundleSummary struct {
 	// +optional
-	NonReady int `json:"nonReady,omitempty"`
+	NotReady int `json:"notReady,omitempty"`
 	// +optional
 	WaitApplied int `json:"waitApplied,omitempty"`
 	// +optional

@@ -37,7 +37,6 @@ func init() {
 // Version describes a Harvester release that can be upgraded to.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Namespaced
 type Version struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -70,7 +69,6 @@ type VersionList struct {
 // cluster's storage by Harvester and CDI.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 type VirtualMachineImage struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -136,7 +134,6 @@ type VirtualMachineImageList struct {
 // Setting is a cluster-wide Harvester setting such as server-version.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster
 type Setting struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -158,7 +155,6 @@ type SettingList struct {
 // Addon is an optional Harvester component deployed as a Helm chart.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 type Addon struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -169,15 +165,13 @@ type Addon struct {
 
 // AddonSpec is the chart and whether it is enabled.
 type AddonSpec struct {
-	// +optional
-	Repo string `json:"repo,omitempty"`
-	// +optional
-	Chart string `json:"chart,omitempty"`
-	// +optional
-	Version string `json:"version,omitempty"`
-	Enabled bool   `json:"enabled"`
-	// +optional
-	ValuesContent string `json:"valuesContent,omitempty"`
+	// Every field is required by the schema, empty values included: an
+	// Addon written without valuesContent is refused.
+	Repo          string `json:"repo"`
+	Chart         string `json:"chart"`
+	Version       string `json:"version"`
+	Enabled       bool   `json:"enabled"`
+	ValuesContent string `json:"valuesContent"`
 }
 
 // AddonStatus reports the deployment of the addon.
@@ -202,7 +196,6 @@ type AddonList struct {
 // VirtualMachineBackup is a backup or snapshot of one VM.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 type VirtualMachineBackup struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -227,8 +220,14 @@ type BackupSource struct {
 	Name     string  `json:"name"`
 }
 
+// BackupSourceSpec is the copy of the virtual machine a backup holds; the
+// toolkit does not read it.
+type BackupSourceSpec struct{}
+
 // VirtualMachineBackupStatus reports the backup.
 type VirtualMachineBackupStatus struct {
+	// Source is required by the schema once there is a status.
+	Source BackupSourceSpec `json:"source"`
 	// +optional
 	ReadyToUse *bool `json:"readyToUse,omitempty"`
 	// +optional
@@ -257,7 +256,6 @@ type VirtualMachineBackupList struct {
 // ScheduleVMBackup takes VM backups or snapshots on a cron schedule.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 type ScheduleVMBackup struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -269,6 +267,8 @@ type ScheduleVMBackup struct {
 // ScheduleVMBackupSpec is the schedule.
 type ScheduleVMBackupSpec struct {
 	Cron string `json:"cron"`
+	// VMBackup is the backup each run takes (required by the schema).
+	VMBackup VirtualMachineBackupSpec `json:"vmbackup"`
 	// +optional
 	Retain int `json:"retain,omitempty"`
 	// +optional

@@ -11,8 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/scheme"
-
-	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
 )
 
 // GroupVersion of the KubeVirt kinds.
@@ -36,7 +34,6 @@ func init() {
 // KubeVirt configures the KubeVirt installation (harvester-system/kubevirt).
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 type KubeVirt struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -72,7 +69,41 @@ type KubeVirtStatus struct {
 	// +optional
 	TargetKubeVirtVersion string `json:"targetKubeVirtVersion,omitempty"`
 	// +optional
-	Conditions []common.Condition `json:"conditions,omitempty"`
+	Conditions []Condition `json:"conditions,omitempty"`
+}
+
+// Condition is KubeVirt's condition shape (no lastUpdateTime, unlike
+// wrangler's).
+type Condition struct {
+	Type   string `json:"type"`
+	Status string `json:"status"`
+	// +optional
+	LastProbeTime metav1.Time `json:"lastProbeTime,omitempty"`
+	// +optional
+	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty"`
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// ConditionStatus returns the status of the condition of type t, "" when
+// there is none.
+func ConditionStatus(conds []Condition, t string) string {
+	if c := FindCondition(conds, t); c != nil {
+		return c.Status
+	}
+	return ""
+}
+
+// FindCondition returns the condition of type t, or nil.
+func FindCondition(conds []Condition, t string) *Condition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
 }
 
 // KubeVirtList is a list of KubeVirts.
@@ -88,7 +119,6 @@ type KubeVirtList struct {
 // instance should run.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 type VirtualMachine struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -139,7 +169,6 @@ type VirtualMachineList struct {
 // VirtualMachineInstance is a running VM.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 type VirtualMachineInstance struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -192,7 +221,7 @@ type VirtualMachineInstanceStatus struct {
 	Phase string `json:"phase,omitempty"`
 	// Conditions such as Ready, Paused and LiveMigratable.
 	// +optional
-	Conditions []common.Condition `json:"conditions,omitempty"`
+	Conditions []Condition `json:"conditions,omitempty"`
 }
 
 // VirtualMachineInstanceList is a list of VirtualMachineInstances.
@@ -207,7 +236,6 @@ type VirtualMachineInstanceList struct {
 // VirtualMachineInstanceMigration moves an instance to another node.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 type VirtualMachineInstanceMigration struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

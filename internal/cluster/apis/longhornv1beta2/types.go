@@ -10,8 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/scheme"
-
-	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
 )
 
 // GroupVersion of the Longhorn kinds.
@@ -30,7 +28,6 @@ func init() {
 // Setting is one Longhorn setting.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 type Setting struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -57,7 +54,6 @@ type SettingList struct {
 // Volume is a replicated Longhorn volume.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 type Volume struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -113,7 +109,6 @@ type VolumeList struct {
 // replicas serve the volume and in which mode.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 type Engine struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -204,7 +199,22 @@ type Node struct {
 // NodeStatus reports the node's conditions.
 type NodeStatus struct {
 	// +optional
-	Conditions []common.Condition `json:"conditions,omitempty"`
+	Conditions []Condition `json:"conditions,omitempty"`
+}
+
+// Condition is Longhorn's condition: unlike Rancher's, it has no
+// lastUpdateTime.
+type Condition struct {
+	// Type of the condition, e.g. Ready or Schedulable.
+	Type string `json:"type"`
+	// Status is True, False or Unknown.
+	Status string `json:"status"`
+	// +optional
+	LastTransitionTime string `json:"lastTransitionTime,omitempty"`
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // NodeList is a list of Nodes.

@@ -32,7 +32,6 @@ func init() {
 // ManagedChart is a Helm chart that Fleet deploys and keeps in sync.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 type ManagedChart struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -58,9 +57,6 @@ type ManagedChartSpec struct {
 	// +optional
 	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
 	// +optional
-	// +kubebuilder:pruning:PreserveUnknownFields
-	// +kubebuilder:validation:Schemaless
-	// +kubebuilder:validation:Type=object
 	Values *runtime.RawExtension `json:"values,omitempty"`
 	// +optional
 	Diff *DiffOptions `json:"diff,omitempty"`
@@ -106,7 +102,6 @@ type ManagedChartList struct {
 // version of the running Rancher.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster
 type Setting struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

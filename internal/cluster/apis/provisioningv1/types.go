@@ -32,7 +32,6 @@ func init() {
 // cluster is fleet-local/local.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 type Cluster struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

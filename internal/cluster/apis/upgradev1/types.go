@@ -31,7 +31,6 @@ func init() {
 // Plan makes system-upgrade-controller run one Job per selected node.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 type Plan struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
