@@ -29,8 +29,11 @@ const (
 	// reported success but the cluster does not show its effect yet.
 	ReasonVerificationPending = "VerificationPending"
 	// ReasonAdministrativelyPaused is the node status reason of a node held
-	// by spec.nodeUpgradeOption.pauseNodes.
+	// by spec.nodeUpgradeOption.pauseNodes or spec.paused.
 	ReasonAdministrativelyPaused = "AdministrativelyPaused"
+	// ReasonPaused is the Progressing reason of a plan held by spec.paused
+	// at a safe point.
+	ReasonPaused = "Paused"
 )
 
 // Node status reasons of a node whose upgrade failed without its Job failing.
@@ -64,6 +67,8 @@ const (
 	EventNodeRebootVerified        = "NodeRebootVerified"
 	EventVerificationPending       = "VerificationPending"
 	EventVerified                  = "Verified"
+	EventPaused                    = "Paused"
+	EventResumed                   = "Resumed"
 	EventRestoreVMConfigMapCreated = "RestoreVMConfigMapCreated"
 	EventRestoreVMConfigMapFailed  = "RestoreVMConfigMapFailed"
 	EventVMShutdownCompleted       = "VMShutdownCompleted"

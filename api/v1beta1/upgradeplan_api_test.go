@@ -2,6 +2,7 @@ package v1beta1_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -234,11 +235,16 @@ func TestCRDDocumentsEverySpecField(t *testing.T) {
 		t.Errorf("short names %q, want up,ups", got)
 	}
 	v := crd.Spec.Versions[0]
+	// The seeds' columns by default; PAUSED with -o wide only (priority 1).
 	var cols []string
 	for _, c := range v.AdditionalPrinterColumns {
-		cols = append(cols, c.Name)
+		if c.Priority == 0 {
+			cols = append(cols, c.Name)
+		} else {
+			cols = append(cols, fmt.Sprintf("%s(wide)", c.Name))
+		}
 	}
-	if got := strings.Join(cols, ","); got != "VERSION,PHASE,AVAILABLE,PROGRESSING,DEGRADED,AGE" {
+	if got := strings.Join(cols, ","); got != "VERSION,PHASE,AVAILABLE,PROGRESSING,DEGRADED,PAUSED(wide),AGE" {
 		t.Errorf("printer columns %q", got)
 	}
 	spec := v.Schema.OpenAPIV3Schema.Properties["spec"]
@@ -252,7 +258,7 @@ func TestCRDDocumentsEverySpecField(t *testing.T) {
 		}
 	}
 	walk("spec", spec)
-	if len(spec.Properties) != 7 {
-		t.Errorf("spec has %d fields, want 7", len(spec.Properties))
+	if len(spec.Properties) != 8 {
+		t.Errorf("spec has %d fields, want 8", len(spec.Properties))
 	}
 }

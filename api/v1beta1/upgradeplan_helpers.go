@@ -17,6 +17,18 @@ func (p *UpgradePlan) RestoreVMEnabled() bool {
 	return p.Spec.RestoreVM != nil && *p.Spec.RestoreVM
 }
 
+// IsPaused reports whether spec.paused is true: the plan holds at its next
+// safe point.
+func (p *UpgradePlan) IsPaused() bool {
+	return p.Spec.Paused != nil && *p.Spec.Paused
+}
+
+// HoldsNode reports whether a node that has not started its upgrade must
+// wait: the plan is paused or the node is listed in pauseNodes.
+func (p *UpgradePlan) HoldsNode(node string) bool {
+	return p.IsPaused() || p.IsNodePaused(node)
+}
+
 // PauseNodes returns spec.nodeUpgradeOption.pauseNodes (nil when unset).
 func (p *UpgradePlan) PauseNodes() []string {
 	if p.Spec.NodeUpgradeOption == nil {

@@ -63,6 +63,17 @@ type UpgradePlanSpec struct {
 	// +optional
 	NodeUpgradeOption *NodeUpgradeOption `json:"nodeUpgradeOption,omitempty"`
 
+	// Paused holds the upgrade at its next safe point, and setting it back to
+	// false resumes it where it stopped. A phase that has started finishes
+	// (its Jobs are never interrupted) and the next one does not start;
+	// during NodeUpgrade a node whose upgrade has started finishes, so its
+	// VMs run again, and no other node starts (waiting nodes stop in
+	// UpgradePaused). The Progressing condition says when the plan is held
+	// (reason Paused) and where. No deadline runs out while the plan is
+	// held: nothing it waits for is under way.
+	// +optional
+	Paused *bool `json:"paused,omitempty"`
+
 	// RestoreVM restarts, after each node is upgraded, the virtual machines
 	// that could not be live-migrated and were therefore shut down before
 	// the node was drained. When false they stay off. Either way they are
@@ -254,6 +265,13 @@ type NodeUpgradeStatus struct {
 	// fails at once.
 	// +optional
 	PreviousOSImage string `json:"previousOSImage,omitempty"`
+	// HealthGateSince is when the health gate first held the node before
+	// its drain, Rancher having reached it: another node not Ready, a
+	// Longhorn volume degraded or faulted, or the previous node's VMs
+	// still being restored. The plan fails when the cluster is not healthy
+	// within the health-gate deadline from then.
+	// +optional
+	HealthGateSince *metav1.Time `json:"healthGateSince,omitempty"`
 }
 
 // ReleaseMetadata is the part of the release's harvester-release.yaml that
@@ -356,6 +374,7 @@ type SavedRancher struct {
 // +kubebuilder:printcolumn:name="AVAILABLE",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
 // +kubebuilder:printcolumn:name="PROGRESSING",type=string,JSONPath=`.status.conditions[?(@.type=="Progressing")].status`
 // +kubebuilder:printcolumn:name="DEGRADED",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`
+// +kubebuilder:printcolumn:name="PAUSED",type=boolean,JSONPath=`.spec.paused`,priority=1
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 type UpgradePlan struct {
 	metav1.TypeMeta   `json:",inline"`

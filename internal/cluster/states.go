@@ -12,6 +12,8 @@ const (
 	// LonghornRobustnessDegraded is a volume with fewer healthy replicas than
 	// it asks for.
 	LonghornRobustnessDegraded = "degraded"
+	// LonghornRobustnessFaulted is a volume with no healthy replica.
+	LonghornRobustnessFaulted = "faulted"
 	// Longhorn volume states: creating, attaching and attached volumes are
 	// in use; detached ones are not.
 	LonghornVolumeCreating  = "creating"

@@ -317,6 +317,13 @@ func (h *harness) upgradeNode(plan, node string) {
 	h.t.Helper()
 	pre := h.rancherAsks(node, cluster.AnnotationRancherPreDrain)
 	h.waitNodeState(plan, node, v1beta1.NodeStatePreDraining)
+	h.finishNode(plan, node, pre)
+}
+
+// finishNode takes a node whose pre-drain Job runs (Rancher asked with
+// pre) through the rest of its upgrade.
+func (h *harness) finishNode(plan, node, pre string) {
+	h.t.Helper()
 	h.finishJob(cluster.HarvesterNamespace, names.NodeJob(plan, v1beta1.JobTypePreDrain, node), true)
 	h.waitAck(node, v1beta1.AnnotationPreHook, pre)
 	post := h.rancherAsks(node, cluster.AnnotationRancherPostDrain)

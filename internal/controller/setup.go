@@ -22,6 +22,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
@@ -79,10 +80,21 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock) error {
 		Watches(&managementv3.Setting{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans)).
 		Watches(&managementv3.ManagedChart{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans)).
 		Watches(&harvesterv1beta1.Addon{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans)).
+		// The health gate: a volume's robustness.
+		Watches(&longhornv1beta2.Volume{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: robustnessChanged})).
 		Complete(r); err != nil {
 		return err
 	}
 	return SetupDrainHook(mgr)
+}
+
+// robustnessChanged keeps the Longhorn volume updates the health gate
+// decides on.
+func robustnessChanged(e event.UpdateEvent) bool {
+	o, okO := e.ObjectOld.(*longhornv1beta2.Volume)
+	n, okN := e.ObjectNew.(*longhornv1beta2.Volume)
+	return !okO || !okN || o.Status.Robustness != n.Status.Robustness
 }
 
 // nodeChangeMatters keeps the Node updates a plan decides on: readiness, the

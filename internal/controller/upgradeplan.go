@@ -128,6 +128,10 @@ func (r *PlanReconciler) runPipeline(ctx context.Context, s *phase.Scope) (phase
 			continue
 		}
 		next, _ := pipeline.Next(current)
+		if s.Plan.IsPaused() {
+			// Between two phases: a safe point, nothing under way.
+			return phase.Hold("paused (spec.paused) before %s; set spec.paused to false to resume", stepName(next)), nil
+		}
 		if next == v1beta1.PhaseSucceeded {
 			if moved {
 				// The final step deletes the plan's Jobs, the evidence of
@@ -154,6 +158,14 @@ func (r *PlanReconciler) runPipeline(ctx context.Context, s *phase.Scope) (phase
 		s.Event(corev1.EventTypeNormal, v1beta1.EventPhaseTransition, "Entering phase %s", pipeline.Steps[nextPos.Index].Name)
 	}
 	return phase.Result{}, nil
+}
+
+// stepName names the step that starts with phase p.
+func stepName(p v1beta1.UpgradePlanPhase) string {
+	if pos, ok := pipeline.Locate(p); ok {
+		return "phase " + pipeline.Steps[pos.Index].Name
+	}
+	return "the final verification"
 }
 
 // done reports whether a step's work is done, and fails the plan when the
@@ -201,7 +213,18 @@ func (r *PlanReconciler) setConditions(s *phase.Scope, res phase.Result, runErr 
 		r.setCondition(s, v1beta1.ConditionAvailable, metav1.ConditionFalse, v1beta1.ReasonExecuted, "Entered one of the terminal phases")
 	default:
 		r.setCondition(s, v1beta1.ConditionAvailable, metav1.ConditionTrue, v1beta1.ReasonExecutable, "")
-		r.setCondition(s, v1beta1.ConditionProgressing, metav1.ConditionTrue, string(st.CurrentPhase), res.Waiting)
+		wasHeld := s.Plan.Condition(v1beta1.ConditionProgressing) != nil && s.Plan.Condition(v1beta1.ConditionProgressing).Reason == v1beta1.ReasonPaused
+		switch {
+		case res.Held:
+			if r.setCondition(s, v1beta1.ConditionProgressing, metav1.ConditionFalse, v1beta1.ReasonPaused, res.Waiting) && !wasHeld {
+				s.Event(corev1.EventTypeNormal, v1beta1.EventPaused, "Paused: %s", res.Waiting)
+			}
+		default:
+			r.setCondition(s, v1beta1.ConditionProgressing, metav1.ConditionTrue, string(st.CurrentPhase), res.Waiting)
+			if wasHeld && !s.Plan.IsPaused() {
+				s.Event(corev1.EventTypeNormal, v1beta1.EventResumed, "Resumed in phase %s", st.CurrentPhase)
+			}
+		}
 	}
 }
 

@@ -252,6 +252,7 @@ func cacheOptions() cache.Options {
 			&provisioningv1.Cluster{}:               fleetLocal,
 			&managementv3.ManagedChart{}:            fleetLocal,
 			&longhornv1beta2.Setting{}:              in(cluster.LonghornNamespace),
+			&longhornv1beta2.Volume{}:               in(cluster.LonghornNamespace),
 			&harvesterv1beta1.Addon{}:               in(cluster.KubeSystemNamespace, cluster.MonitoringNamespace),
 			// Of the many settings, the plan reads the versions.
 			&harvesterv1beta1.Setting{}:  {Field: serverVersion},

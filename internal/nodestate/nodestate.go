@@ -39,6 +39,8 @@ type Node struct {
 	State v1beta1.NodeUpgradeState
 	// Paused: the node is listed in spec.nodeUpgradeOption.pauseNodes.
 	Paused bool
+	// PlanPaused: the whole plan is paused (spec.paused).
+	PlanPaused bool
 	// PreDrainRequested: Rancher asks for the pre-drain hook of this node.
 	PreDrainRequested bool
 	// PostDrainRequested: Rancher asks for the post-drain hook.
@@ -62,6 +64,9 @@ type Node struct {
 	Waiting string
 	// Overdue: the node has waited in its state longer than allowed.
 	Overdue bool
+	// Unhealthy says what keeps the cluster from draining another node
+	// (the health gate); empty when it may.
+	Unhealthy string
 }
 
 // Host is what a node reports of itself (status.nodeInfo and its Ready
@@ -85,6 +90,9 @@ type Decision struct {
 	State   v1beta1.NodeUpgradeState
 	Reason  string
 	Message string
+	// HealthGate: the node waits for the cluster to be healthy before its
+	// drain (Node.Unhealthy).
+	HealthGate bool
 	// StartJob is the type of Job to create now (v1beta1.JobType…), or "".
 	StartJob string
 }
@@ -106,8 +114,15 @@ func InDrainSlot(s v1beta1.NodeUpgradeState) bool {
 	return false
 }
 
-// pausedMessage is what a paused node reports.
-const pausedMessage = "Node upgrade paused as requested by the user: remove the node from spec.nodeUpgradeOption.pauseNodes to resume"
+// HealthGatePrefix begins the message of a node held by the health gate.
+const HealthGatePrefix = "health gate: waiting for the cluster to be healthy before draining this node: "
+
+// pausedMessage is what a paused node reports; planPausedMessage what a
+// node held by a paused plan reports.
+const (
+	pausedMessage     = "Node upgrade paused as requested by the user: remove the node from spec.nodeUpgradeOption.pauseNodes to resume"
+	planPausedMessage = "Node upgrade held: the plan is paused (spec.paused); set spec.paused to false to resume"
+)
 
 // Decide returns the decision for every node, keyed by name. singleNode
 // selects the single-node path, which needs no Rancher request.
@@ -137,6 +152,9 @@ func decide(n Node, singleNode bool, busy string) Decision {
 		if n.Paused {
 			return Decision{State: v1beta1.NodeStateUpgradePaused, Reason: v1beta1.ReasonAdministrativelyPaused, Message: pausedMessage}
 		}
+		if n.PlanPaused {
+			return Decision{State: v1beta1.NodeStateUpgradePaused, Reason: v1beta1.ReasonAdministrativelyPaused, Message: planPausedMessage}
+		}
 		if singleNode {
 			return Decision{State: v1beta1.NodeStateSingleNodeUpgrading}
 		}
@@ -148,6 +166,9 @@ func decide(n Node, singleNode bool, busy string) Decision {
 		}
 		if busy != "" && busy != n.Name {
 			return Decision{State: n.State, Message: "waiting for node " + busy + " to finish its upgrade"}
+		}
+		if n.Unhealthy != "" {
+			return Decision{State: n.State, HealthGate: true, Message: HealthGatePrefix + n.Unhealthy}
 		}
 		return Decision{State: v1beta1.NodeStatePreDraining}
 

@@ -77,6 +77,9 @@ func TestDecideOneNode(t *testing.T) {
 		{"resumed, Rancher not there yet", Node{State: paused}, false, paused, "", ""},
 		{"resumed and asked", Node{State: paused, PreDrainRequested: true}, false, preDraining, "", ""},
 		{"pausing a draining node has no effect", Node{State: preDraining, Paused: true, PreDrain: running}, false, preDraining, "", ""},
+		{"a paused plan holds a node Rancher asks for", Node{State: preloaded, PlanPaused: true, PreDrainRequested: true}, false, paused, "", v1beta1.ReasonAdministrativelyPaused},
+		{"a paused plan lets a draining node finish", Node{State: preDraining, PlanPaused: true, PreDrain: running}, false, preDraining, "", ""},
+		{"a paused plan holds a single node", Node{State: preloaded, PlanPaused: true}, true, paused, "", v1beta1.ReasonAdministrativelyPaused},
 		// out of order and duplicate events never move a node back
 		{"late pre-drain failure after success", Node{State: preDrained, PreDrain: failed}, false, preDrained, "", ""},
 		{"late running report after post-drain", Node{State: waiting, PostDrain: running}, false, waiting, "", ""},

@@ -64,6 +64,9 @@ type Deadlines struct {
 	// (evacuating a node's VMs, or writing the new OS), pod scheduling
 	// included: the Jobs' active deadline.
 	NodeJob time.Duration
+	// HealthGate: the cluster is not healthy enough to drain the next node
+	// (measured from when the gate first held that node).
+	HealthGate time.Duration
 }
 
 // DefaultConfig returns the production configuration without the parts that
@@ -90,6 +93,7 @@ func DefaultConfig() Config {
 			Rancher:       time.Hour,
 			Verify:        10 * time.Minute,
 			NodeJob:       2 * time.Hour,
+			HealthGate:    30 * time.Minute,
 		},
 	}
 }

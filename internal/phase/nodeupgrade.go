@@ -74,6 +74,12 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 	for _, n := range obs.nodes {
 		d := decisions[n.Name]
 		before := s.Plan.Status.NodeUpgradeStatuses[n.Name].Message
+		if d.HealthGate {
+			var overdue string
+			if d.Message, overdue = s.holdAtHealthGate(n.Name, d.Message); overdue != "" && failure == "" {
+				failure = overdue
+			}
+		}
 		// A decision to stay, with nothing to say, keeps what is recorded
 		// (e.g. how the node's VM restore went).
 		if d.State != n.State || d.Reason != "" || d.Message != "" {
@@ -249,6 +255,13 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 	}
 
 	slices.Sort(obs.postDrainPending)
+	var unhealthy string
+	if !singleNode {
+		var err error
+		if unhealthy, err = healthGate(ctx, s, nodes, obs.jobs[v1beta1.JobTypeRestoreVM]); err != nil {
+			return nil, err
+		}
+	}
 	rm := s.Plan.Status.ReleaseMetadata
 	target := nodestate.Target{OSImage: rm.OS, KubeletVersion: release.KubeletVersionOf(rm.Kubernetes)}
 	now := s.Clock.Now()
@@ -259,12 +272,14 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 			Name:              n.Name,
 			State:             st.State,
 			Paused:            s.Plan.IsNodePaused(n.Name),
+			PlanPaused:        s.Plan.IsPaused(),
 			PreDrain:          jobOf(obs.jobs, v1beta1.JobTypePreDrain, n.Name),
 			PostDrain:         jobOf(obs.jobs, v1beta1.JobTypePostDrain, n.Name),
 			SingleNodeUpgrade: jobOf(obs.jobs, v1beta1.JobTypeSingleNodeUpgrade, n.Name),
 			Host:              hostOf(n),
 			Before:            nodestate.Host{BootID: st.PreviousBootID, OSImage: st.PreviousOSImage},
 			Target:            target,
+			Unhealthy:         unhealthy,
 		}
 		sec := planSecrets[n.Name]
 		if sec != nil {
@@ -494,7 +509,7 @@ func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs
 		switch {
 		case nodestate.Upgraded(st):
 			done = append(done, n.Name)
-		case st == v1beta1.NodeStateUpgradePaused && s.Plan.IsNodePaused(n.Name):
+		case st == v1beta1.NodeStateUpgradePaused && s.Plan.HoldsNode(n.Name):
 			paused = append(paused, n.Name)
 		case nodestate.InDrainSlot(st) || st == v1beta1.NodeStateSingleNodeUpgrading:
 			active = fmt.Sprintf("upgrading node %s (%s)", n.Name, st)
@@ -516,10 +531,16 @@ func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs
 		return Done()
 	}
 	parts := []string{fmt.Sprintf("%d of %d nodes upgraded", len(done), len(nodes))}
+	if s.Plan.IsPaused() {
+		if active == "" && len(restoring) == 0 && len(obs.postDrainPending) == 0 {
+			return Hold("paused (spec.paused) during NodeUpgrade: %s, no node under way; set spec.paused to false to resume", parts[0])
+		}
+		parts = append(parts, "pausing (spec.paused): no other node starts once the one under way is done")
+	}
 	if active != "" {
 		parts = append(parts, active)
 	}
-	if len(paused) > 0 {
+	if len(paused) > 0 && !s.Plan.IsPaused() {
 		parts = append(parts, "node upgrade paused: "+list(paused))
 	}
 	if len(done) == len(nodes) && len(obs.postDrainPending) > 0 {

@@ -49,6 +49,9 @@ type Result struct {
 	// Degraded, when not empty, says what has been missing for a while
 	// although the work reported success (the Degraded condition's message).
 	Degraded string
+	// Held: the plan is paused (spec.paused) at a safe point, nothing of
+	// it under way; Waiting says where.
+	Held bool
 }
 
 // Done is the result of a completed step.
@@ -59,6 +62,11 @@ func Fail(format string, args ...any) Result { return Result{Failure: fmt.Sprint
 
 // Wait is the result of a step that waits for something it watches.
 func Wait(format string, args ...any) Result { return Result{Waiting: fmt.Sprintf(format, args...)} }
+
+// Hold is the result of a paused plan at a safe point.
+func Hold(format string, args ...any) Result {
+	return Result{Waiting: fmt.Sprintf(format, args...), Held: true}
+}
 
 // After asks for another Run after d as well.
 func (r Result) After(d time.Duration) Result {

@@ -11,8 +11,8 @@ import (
 )
 
 // AdmitUpdate judges a change of a plan, given the names of the managed
-// nodes. While the plan runs only spec.nodeUpgradeOption.pauseNodes and the
-// annotations may change (the CRD's rules already keep version, image and
+// nodes. While the plan runs only spec.paused, spec.nodeUpgradeOption
+// .pauseNodes and the annotations may change (the CRD's rules already keep version, image and
 // upgrade fixed). Names added to pauseNodes must be managed nodes; changed
 // annotation values are validated as on create. What was there before is
 // never judged again, so an update of the plan's metadata cannot fail on it.
@@ -21,14 +21,17 @@ func AdmitUpdate(before, after *v1beta1.UpgradePlan, managedNodeNames []string) 
 	r := admitAnnotations(before.Annotations, after.Annotations)
 	r.add(admissionForceWarning(before, after))
 	if after.IsFinished() {
+		if after.IsPaused() && !before.IsPaused() {
+			r.add(admissionWarn("spec.paused has no effect: the plan has finished (phase %s)", after.Status.CurrentPhase))
+		}
 		return r
 	}
 	r.Errors = append(r.Errors, admissionPauseNodeErrors(after.PauseNodes(), before.PauseNodes(), managedNodeNames)...)
 	if !before.IsStarted() {
 		return r
 	}
-	detail := fmt.Sprintf("cannot be changed while the upgrade runs (phase %s); only spec.nodeUpgradeOption.pauseNodes "+
-		"and the annotations can", before.Status.CurrentPhase)
+	detail := fmt.Sprintf("cannot be changed while the upgrade runs (phase %s); only spec.paused, "+
+		"spec.nodeUpgradeOption.pauseNodes and the annotations can", before.Status.CurrentPhase)
 	for _, f := range []struct {
 		name          string
 		before, after any

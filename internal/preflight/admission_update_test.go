@@ -38,8 +38,11 @@ func TestAdmitUpdate(t *testing.T) {
 			p.Spec.NodeUpgradeOption.PauseNodes = []string{"gone", "n1"}
 			p.Finalizers = []string{v1beta1.FinalizerCleanup}
 		}, nil, nil},
+		{"pause and resume the plan while running", running, func(p *v1beta1.UpgradePlan) { p.Spec.Paused = ptr.To(true) }, nil, nil},
+		{"pausing a finished plan warns", func(p *v1beta1.UpgradePlan) { p.Status.CurrentPhase = v1beta1.PhaseSucceeded },
+			func(p *v1beta1.UpgradePlan) { p.Spec.Paused = ptr.To(true) }, nil, []string{"spec.paused has no effect: the plan has finished (phase Succeeded)"}},
 		{"change restoreVM while running", running, func(p *v1beta1.UpgradePlan) { p.Spec.RestoreVM = ptr.To(true) },
-			[]string{"spec.restoreVM: Forbidden: cannot be changed while the upgrade runs (phase ImagePreloading); only spec.nodeUpgradeOption.pauseNodes and the annotations can"}, nil},
+			[]string{"spec.restoreVM: Forbidden: cannot be changed while the upgrade runs (phase ImagePreloading); only spec.paused, spec.nodeUpgradeOption.pauseNodes and the annotations can"}, nil},
 		{"change force while running", running, func(p *v1beta1.UpgradePlan) { p.Spec.Force = ptr.To(true) },
 			[]string{"spec.force: Forbidden: cannot be changed while the upgrade runs"}, []string{"spec.force is true"}},
 		{"change preload concurrency while running", running, func(p *v1beta1.UpgradePlan) {

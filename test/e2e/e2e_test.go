@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,9 +29,11 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/helmv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 	"github.com/harvester/upgrade-toolkit/internal/clusterupgrade"
+	"github.com/harvester/upgrade-toolkit/internal/nodestate"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/sim"
 	"github.com/harvester/upgrade-toolkit/internal/simrun"
@@ -441,21 +444,140 @@ func TestJobThatCannotBeScheduled(t *testing.T) {
 func TestRestartsInEveryPhase(t *testing.T) {
 	for _, nodes := range []int{1, 3} {
 		t.Run(fmt.Sprintf("%d nodes", nodes), func(t *testing.T) {
-			timing := sim.DemoTiming()
 			// Slow enough that restarts land inside phases, fast enough for CI.
-			for k, v := range timing.Jobs {
-				timing.Jobs[k] = v / 2
-			}
-			p := scenario{sim: sim.Config{Nodes: nodes, Timing: timing}, spec: v1beta1.UpgradePlanSpec{RestoreVM: ptr.To(true)},
+			p := scenario{sim: sim.Config{Nodes: nodes, Timing: halfDemoTiming()}, spec: v1beta1.UpgradePlanSpec{RestoreVM: ptr.To(true)},
 				restarts: true, want: v1beta1.PhaseSucceeded}.run(t)
-			seen := map[v1beta1.UpgradePlanPhase]bool{}
-			for _, e := range p.Status.PhaseTransitionTimestamps {
-				if seen[e.Phase] {
-					t.Errorf("phase %s entered twice", e.Phase)
-				}
-				seen[e.Phase] = true
-			}
+			checkPhasesOnce(t, p)
 		})
+	}
+}
+
+// TestPauseInEveryPhase pauses the plan in every phase it is seen in, holds
+// it at the safe point for a while and resumes it: while held the plan
+// stays in its phase and no node moves, and the upgrade still succeeds,
+// verified, with every phase entered once (no deadline ran out while held).
+func TestPauseInEveryPhase(t *testing.T) {
+	const hold = 2 * time.Second
+	var (
+		mu        sync.Mutex
+		pausedIn  = map[v1beta1.UpgradePlanPhase]bool{}
+		held      []string
+		holding   bool
+		heldPhase v1beta1.UpgradePlanPhase
+		heldNodes string
+	)
+	setPaused := func(ctx context.Context, run *simrun.Run, name string, paused bool) error {
+		p := &v1beta1.UpgradePlan{}
+		if err := run.Client.Get(ctx, client.ObjectKey{Name: name}, p); err != nil {
+			return err
+		}
+		before := p.DeepCopy()
+		p.Spec.Paused = ptr.To(paused)
+		return run.Client.Patch(ctx, p, client.MergeFrom(before))
+	}
+	nodeStates := func(p *v1beta1.UpgradePlan) string {
+		var out []string
+		for n, st := range p.Status.NodeUpgradeStatuses {
+			out = append(out, n+"="+string(st.State))
+		}
+		slices.Sort(out)
+		return strings.Join(out, ",")
+	}
+	final := scenario{sim: sim.Config{Nodes: 3, Timing: halfDemoTiming()}, spec: v1beta1.UpgradePlanSpec{RestoreVM: ptr.To(true)}, want: v1beta1.PhaseSucceeded,
+		during: func(t *testing.T, ctx context.Context, run *simrun.Run, p *v1beta1.UpgradePlan) {
+			mu.Lock()
+			defer mu.Unlock()
+			cur := p.Status.CurrentPhase
+			c := p.Condition(v1beta1.ConditionProgressing)
+			switch {
+			case holding:
+				// Nothing of the plan moves while it is held.
+				if cur != heldPhase || nodeStates(p) != heldNodes {
+					t.Errorf("while held in %s the plan moved: phase %s, nodes %s (were %s)", heldPhase, cur, nodeStates(p), heldNodes)
+				}
+			case !p.IsPaused() && cur != "" && !cur.IsTerminal() && !pausedIn[cur]:
+				pausedIn[cur] = true
+				if err := setPaused(ctx, run, p.Name, true); err != nil {
+					t.Error(err)
+				}
+			case p.IsPaused() && c != nil && c.Reason == v1beta1.ReasonPaused:
+				holding, heldPhase, heldNodes = true, cur, nodeStates(p)
+				// The plan changes nothing while held: resume it from
+				// a timer, not from the next change.
+				time.AfterFunc(hold, func() {
+					mu.Lock()
+					held, holding = append(held, string(heldPhase)), false
+					mu.Unlock()
+					if err := setPaused(ctx, run, p.Name, false); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+		}}.run(t)
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("held in %v", held)
+	if len(held) < 5 || !slices.Contains(held, string(v1beta1.PhaseNodeUpgrading)) && !slices.Contains(held, string(v1beta1.PhaseNodeUpgraded)) {
+		t.Errorf("the plan was held only in %v: want most phases, NodeUpgrade among them", held)
+	}
+	checkPhasesOnce(t, final)
+}
+
+// halfDemoTiming is the demo's timing with Jobs twice as fast: phases long
+// enough to act inside, short enough for CI.
+func halfDemoTiming() sim.Timing {
+	timing := sim.DemoTiming()
+	for k, v := range timing.Jobs {
+		timing.Jobs[k] = v / 2
+	}
+	return timing
+}
+
+// checkPhasesOnce: the plan entered no phase twice.
+func checkPhasesOnce(t *testing.T, p *v1beta1.UpgradePlan) {
+	t.Helper()
+	seen := map[v1beta1.UpgradePlanPhase]bool{}
+	for _, e := range p.Status.PhaseTransitionTimestamps {
+		if seen[e.Phase] {
+			t.Errorf("phase %s entered twice", e.Phase)
+		}
+		seen[e.Phase] = true
+	}
+}
+
+// TestHealthGateWaitsForRebuild: Rancher moves to the next node as soon as
+// the last one is back, while Longhorn still rebuilds the replicas that
+// node held; the health gate holds the next drain, named, until every
+// volume is healthy again.
+func TestHealthGateWaitsForRebuild(t *testing.T) {
+	timing := sim.DemoTiming()
+	timing.ReplicaRebuild = 3 * time.Second
+	states := map[string]v1beta1.NodeUpgradeState{}
+	held := false
+	scenario{sim: sim.Config{Nodes: 3, Timing: timing}, want: v1beta1.PhaseSucceeded,
+		during: func(t *testing.T, ctx context.Context, run *simrun.Run, p *v1beta1.UpgradePlan) {
+			var vols longhornv1beta2.VolumeList
+			if err := run.Client.List(ctx, &vols); err != nil {
+				t.Fatal(err)
+			}
+			var degraded []string
+			for _, v := range vols.Items {
+				if v.Status.Robustness != cluster.LonghornRobustnessHealthy {
+					degraded = append(degraded, v.Name+"="+v.Status.Robustness)
+				}
+			}
+			for node, st := range p.Status.NodeUpgradeStatuses {
+				if strings.HasPrefix(st.Message, nodestate.HealthGatePrefix) && strings.Contains(st.Message, "replicas missing or rebuilding") {
+					held = true
+				}
+				if st.State == v1beta1.NodeStatePreDraining && states[node] != st.State && len(degraded) > 0 {
+					t.Errorf("node %s began its drain while volumes %v were not healthy", node, degraded)
+				}
+				states[node] = st.State
+			}
+		}}.run(t)
+	if !held {
+		t.Error("the health gate never held a node while a volume rebuilt")
 	}
 }
 

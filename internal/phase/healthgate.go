@@ -1,0 +1,92 @@
+package phase
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
+	"github.com/harvester/upgrade-toolkit/internal/nodestate"
+)
+
+// The health gate: before Rancher may drain the next node, the cluster must
+// have recovered from the last one. Rancher drains one node at a time, but
+// it moves on as soon as a node is back; a volume still rebuilding its
+// replicas then loses another one.
+//
+// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=volumes,verbs=list;watch
+
+// healthGate says what keeps the cluster from draining another node, empty
+// when nothing does, sorted so that it reads the same on every pass: a node
+// that is not Ready; a Longhorn volume degraded or faulted (the toolkit does
+// not see which nodes hold its replicas, so any such volume holds the next
+// drain); the VMs of an upgraded node still being restored.
+func healthGate(ctx context.Context, s *Scope, nodes []corev1.Node, jobs map[string]*batchv1.Job) (string, error) {
+	var why []string
+	var notReady []string
+	for i := range nodes {
+		if !cluster.NodeReady(&nodes[i]) {
+			notReady = append(notReady, nodes[i].Name)
+		}
+	}
+	slices.Sort(notReady)
+	if len(notReady) > 0 {
+		why = append(why, "node "+list(notReady)+" not Ready")
+	}
+	var volumes longhornv1beta2.VolumeList
+	if err := s.Client.List(ctx, &volumes, client.InNamespace(cluster.LonghornNamespace), client.UnsafeDisableDeepCopy); err != nil {
+		return "", fmt.Errorf("listing Longhorn volumes for the health gate: %w", err)
+	}
+	var unhealthy []string
+	for _, v := range volumes.Items {
+		if r := v.Status.Robustness; r == cluster.LonghornRobustnessDegraded || r == cluster.LonghornRobustnessFaulted {
+			unhealthy = append(unhealthy, v.Name+" ("+r+")")
+		}
+	}
+	slices.Sort(unhealthy)
+	if len(unhealthy) > 0 {
+		why = append(why, fmt.Sprintf("Longhorn volume %s not healthy: replicas missing or rebuilding (kubectl get volumes.longhorn.io -n %s)", list(unhealthy), cluster.LonghornNamespace))
+	}
+	var restoring []string
+	for node, j := range jobs {
+		if state, _, _ := JobOutcome(j); state != JobSucceeded && state != JobFailed {
+			restoring = append(restoring, node)
+		}
+	}
+	slices.Sort(restoring)
+	if len(restoring) > 0 {
+		why = append(why, "VMs still being restored on "+list(restoring))
+	}
+	return strings.Join(why, "; "), nil
+}
+
+// holdAtHealthGate records when the health gate first held a node and
+// returns, once the gate has held it past its deadline, the failure to end
+// the plan with; otherwise the node's message gains since when it waits.
+func (s *Scope) holdAtHealthGate(node, message string) (string, string) {
+	st, ok := s.Plan.Status.NodeUpgradeStatuses[node]
+	if st.HealthGateSince == nil && ok {
+		now := metav1.NewTime(s.Now())
+		st.HealthGateSince = &now
+		s.Plan.Status.NodeUpgradeStatuses[node] = st
+	}
+	if st.HealthGateSince == nil {
+		return message, ""
+	}
+	since := st.HealthGateSince.Time
+	deadline := since.Add(s.Config.Deadlines.HealthGate)
+	if !s.Now().Before(deadline) {
+		return message, fmt.Sprintf("node %s waited %s for the cluster to be healthy before its drain (%s): "+
+			"fix what is named (bring the node back, let Longhorn rebuild or repair the volume, start the VMs) "+
+			"and create a new plan", node, s.Config.Deadlines.HealthGate.Round(time.Second), strings.TrimPrefix(message, nodestate.HealthGatePrefix))
+	}
+	return fmt.Sprintf("%s (since %s; fails at %s)", message, timestamp(since), timestamp(deadline)), ""
+}
