@@ -13,6 +13,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"k8s.io/apimachinery/pkg/util/uuid"
+
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
@@ -25,7 +27,6 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
-	"k8s.io/apimachinery/pkg/util/uuid"
 )
 
 // harvester creates a Harvester cluster of n nodes with what the node

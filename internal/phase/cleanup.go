@@ -234,7 +234,7 @@ func restoreSettings(ctx context.Context, s *Scope) (restored, unsettled []strin
 		if err != nil {
 			return nil, nil, err
 		}
-		back := !found || (slices.Equal(now, want) && (now == nil) == (want == nil) && !(kv.ComparePatchAdded && patched))
+		back := !found || (slices.Equal(now, want) && (now == nil) == (want == nil) && (!kv.ComparePatchAdded || !patched))
 		settle(fmt.Sprintf("KubeVirt's workload update methods (%v)", want), back, fmt.Sprintf("%v (Fleet comparePatch present: %v)", now, patched),
 			func() { saved.KubeVirt = nil })
 	}

@@ -25,6 +25,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"k8s.io/apimachinery/pkg/util/uuid"
+
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
@@ -34,7 +36,6 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
-	"k8s.io/apimachinery/pkg/util/uuid"
 )
 
 // bootstrap creates the objects of a running Harvester cluster as the real
