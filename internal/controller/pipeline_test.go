@@ -189,12 +189,17 @@ func TestForceSkipsTheEligibilityCheck(t *testing.T) {
 	h.waitPhase(p.Name, v1beta1.PhaseISODownloading)
 	h.setImported(names.ISOImage(p.Name), "True", "", "")
 	h.serveRepo(p.Name)
-	// A negative concurrency skips the preload: no Plan, straight on.
-	h.waitPhase(p.Name, v1beta1.PhaseClusterUpgrading)
+	// A negative concurrency skips the image import, not the preparation of
+	// each node (the hold on RKE2's restart): the Plan runs on every node at
+	// once.
 	h.waitEvent(p.Name, "ImagePreloadSkipped")
-	if !h.absent(client.ObjectKey{Namespace: cluster.CattleNamespace, Name: names.ImagePreloadPlan(p.Name)}, &upgradev1.Plan{}) {
-		t.Error("a preload Plan was created although preloading is skipped")
+	plan := &upgradev1.Plan{}
+	h.waitObject(client.ObjectKey{Namespace: cluster.CattleNamespace, Name: names.ImagePreloadPlan(p.Name)}, plan)
+	if plan.Spec.Concurrency != 1 {
+		t.Errorf("preload Plan concurrency %d, want every node (1)", plan.Spec.Concurrency)
 	}
+	h.preload(p.Name, []string{"node-1"})
+	h.waitPhase(p.Name, v1beta1.PhaseClusterUpgrading)
 }
 
 func TestRepoUnreachableIsRetriedThenFails(t *testing.T) {

@@ -47,6 +47,27 @@ func staged(dir string, as []release.ImageArchive) []string {
 	return out
 }
 
+// TestPrepareWithoutPreload: a plan that skips the preload imports no
+// image, and each node still holds RKE2's restart for Rancher's upgrade.
+func TestPrepareWithoutPreload(t *testing.T) {
+	repo, url := repoServer(t)
+	plan := jobtest.Plan(t, env.Client, func(p *v1beta1.UpgradePlan) {
+		p.Spec.ImagePreloadOption = &v1beta1.ImagePreloadOption{Concurrency: ptr.To(-1)}
+	})
+	h := fakeHost(repo, nil)
+	j := &nodejob.Job{Client: env.Client, Host: h, Plan: plan.Name, Node: "n1", RepoURL: url, Timeouts: fastTimeouts()}
+	if err := j.Run(t.Context(), nodejob.TypePrepare); err != nil {
+		t.Fatal(err)
+	}
+	ops := h.Ops()
+	if slices.ContainsFunc(ops, func(op string) bool { return strings.HasPrefix(op, "import-images ") }) {
+		t.Errorf("images imported although the plan skips the preload: %v", ops)
+	}
+	if !slices.Contains(ops, "restart-service rancher-system-agent.service") {
+		t.Errorf("RKE2's restart not held: %v", ops)
+	}
+}
+
 // TestPrepare: the host operations of the image preload, in order, and a
 // rerun that finds everything in place only renews the drop-in.
 func TestPrepare(t *testing.T) {

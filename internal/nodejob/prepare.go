@@ -41,9 +41,16 @@ func (j *Job) checkEligibility(ctx context.Context, s *state) error {
 }
 
 // importImages imports the release's common and RKE2 image archives into
-// containerd, skipping an archive whose images are all there already.
+// containerd, skipping an archive whose images are all there already, and
+// all of them when the plan skips the preload.
 func (j *Job) importImages(ctx context.Context, s *state) error {
 	logger := log.FromContext(ctx)
+	if s.plan != nil && s.plan.PreloadConcurrency() < 0 {
+		// The operator skipped the preload: the nodes pull the images when
+		// they are upgraded. The steps after this one still run.
+		logger.Info("image import skipped: spec.imagePreloadOption.concurrency is negative")
+		return nil
+	}
 	have, err := j.presentImages(ctx)
 	if err != nil {
 		return err

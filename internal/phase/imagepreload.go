@@ -58,8 +58,14 @@ func (ImagePreload) Run(ctx context.Context, s *Scope) (Result, error) {
 	}
 	concurrency := PreloadConcurrency(s.Plan.PreloadConcurrency(), len(nodes))
 	if concurrency < 0 {
-		s.Event(corev1.EventTypeNormal, v1beta1.EventImagePreloadSkipped, "Image preloading skipped: spec.imagePreloadOption.concurrency is negative")
-		return Done(), nil
+		// The images are not imported, but `node prepare` still runs on
+		// every node, at once: it keeps rancher-system-agent from
+		// restarting RKE2 everywhere when Rancher is upgraded.
+		if len(nodes) > 0 && s.nodeState(nodes[0].Name) == "" {
+			s.Event(corev1.EventTypeNormal, v1beta1.EventImagePreloadSkipped,
+				"Image preloading skipped: spec.imagePreloadOption.concurrency is negative; each node is still prepared for Rancher's upgrade")
+		}
+		concurrency = len(nodes)
 	}
 	if err := ensureNodePlan(ctx, s, names.ImagePreloadPlan(s.Plan.Name), v1beta1.ComponentImagePreload,
 		int64(concurrency), []string{"upgrade-toolkit", "node", "prepare"}); err != nil {
