@@ -42,6 +42,14 @@ func (p *UpgradePlan) IsNodePaused(node string) bool {
 	return slices.Contains(p.PauseNodes(), node)
 }
 
+// HealthGateMode returns spec.nodeUpgradeOption.healthGate, Strict when unset.
+func (p *UpgradePlan) HealthGateMode() HealthGateMode {
+	if p.Spec.NodeUpgradeOption == nil || p.Spec.NodeUpgradeOption.HealthGate == nil {
+		return HealthGateStrict
+	}
+	return *p.Spec.NodeUpgradeOption.HealthGate
+}
+
 // PreloadConcurrency returns spec.imagePreloadOption.concurrency, 0 when unset.
 func (p *UpgradePlan) PreloadConcurrency() int {
 	if p.Spec.ImagePreloadOption == nil || p.Spec.ImagePreloadOption.Concurrency == nil {

@@ -106,7 +106,33 @@ type NodeUpgradeOption struct {
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=253
 	PauseNodes []string `json:"pauseNodes,omitempty"`
+
+	// HealthGate is what must be healthy before Rancher may drain the next
+	// node. Strict (the default) waits until every node is Ready, the API
+	// server and its etcd report ready, no Longhorn volume is degraded or
+	// faulted and the VMs of the upgraded nodes are restored. Relaxed waits
+	// only for the nodes and the control plane. Risk of Relaxed: a volume
+	// still rebuilding a replica lost in the last drain may lose another
+	// one in the next, and with its last healthy replica its data; use it
+	// only when the volumes named by the gate are known to be expendable or
+	// backed up. It may be changed while the plan runs, to release a node
+	// the gate holds.
+	// +optional
+	// +kubebuilder:validation:Enum=Strict;Relaxed
+	HealthGate *HealthGateMode `json:"healthGate,omitempty"`
 }
+
+// HealthGateMode is how much the health gate between two nodes checks.
+type HealthGateMode string
+
+// The health gate modes.
+const (
+	// HealthGateStrict waits for the nodes, the control plane, the Longhorn
+	// volumes and the restored VMs.
+	HealthGateStrict HealthGateMode = "Strict"
+	// HealthGateRelaxed waits for the nodes and the control plane only.
+	HealthGateRelaxed HealthGateMode = "Relaxed"
+)
 
 // UpgradePlanStatus is what the controller knows about the upgrade. It is the
 // controller's only memory: a restarted controller carries on from here.

@@ -72,3 +72,21 @@ func TestHealthGate(t *testing.T) {
 		t.Errorf("failure %+v", c)
 	}
 }
+
+// TestRelaxedHealthGate: a node the gate holds for a degraded volume is
+// released when the operator relaxes the gate on the running plan.
+func TestRelaxedHealthGate(t *testing.T) {
+	h := newHarness(t)
+	nodes := h.harvester(3)
+	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+	p = h.driveToNodeUpgrading(p.Name, nodes)
+	h.upgradeNode(p.Name, "node-1")
+
+	h.volume("pvc-expendable", cluster.LonghornRobustnessDegraded)
+	h.rancherAsks("node-2", cluster.AnnotationRancherPreDrain)
+	h.waitEventually(p.Name, "node-2", "Longhorn volume pvc-expendable (degraded)")
+	p = h.get(p.Name)
+	p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{HealthGate: ptr.To(v1beta1.HealthGateRelaxed)}
+	h.must(h.c.Update(h.ctx(), p))
+	h.waitNodeState(p.Name, "node-2", v1beta1.NodeStatePreDraining)
+}

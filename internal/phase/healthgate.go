@@ -2,16 +2,20 @@ package phase
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
 	"github.com/harvester/upgrade-toolkit/internal/nodestate"
@@ -26,9 +30,10 @@ import (
 
 // healthGate says what keeps the cluster from draining another node, empty
 // when nothing does, sorted so that it reads the same on every pass: a node
-// that is not Ready; a Longhorn volume degraded or faulted (the toolkit does
-// not see which nodes hold its replicas, so any such volume holds the next
-// drain); the VMs of an upgraded node still being restored.
+// that is not Ready; the control plane not ready; in Strict mode also a
+// Longhorn volume degraded or faulted (the toolkit does not see which nodes
+// hold its replicas, so any such volume holds the next drain) and the VMs of
+// an upgraded node still being restored.
 func healthGate(ctx context.Context, s *Scope, nodes []corev1.Node, jobs map[string]*batchv1.Job) (string, error) {
 	var why []string
 	var notReady []string
@@ -40,6 +45,14 @@ func healthGate(ctx context.Context, s *Scope, nodes []corev1.Node, jobs map[str
 	slices.Sort(notReady)
 	if len(notReady) > 0 {
 		why = append(why, "node "+list(notReady)+" not Ready")
+	}
+	if notReady, err := controlPlaneNotReady(ctx, s); err != nil {
+		return "", err
+	} else if notReady != "" {
+		why = append(why, notReady)
+	}
+	if s.Plan.HealthGateMode() == v1beta1.HealthGateRelaxed {
+		return strings.Join(why, "; "), nil
 	}
 	var volumes longhornv1beta2.VolumeList
 	if err := s.Client.List(ctx, &volumes, client.InNamespace(cluster.LonghornNamespace), client.UnsafeDisableDeepCopy); err != nil {
@@ -68,6 +81,33 @@ func healthGate(ctx context.Context, s *Scope, nodes []corev1.Node, jobs map[str
 	return strings.Join(why, "; "), nil
 }
 
+// controlPlaneNotReady asks the API server for its readiness (/readyz, which
+// includes its etcd) and returns, when it is not ready, what failed. A
+// request that fails altogether is an error: the reconcile is retried.
+func controlPlaneNotReady(ctx context.Context, s *Scope) (string, error) {
+	if s.Kube == nil {
+		return "", nil
+	}
+	body, err := s.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").Param("verbose", "").DoRaw(ctx)
+	if err == nil {
+		return "", nil
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Code != http.StatusInternalServerError {
+		return "", fmt.Errorf("asking the API server whether it is ready: %w", err)
+	}
+	var failed []string
+	for _, line := range strings.Split(string(body), "\n") {
+		if check, ok := strings.CutPrefix(line, "[-]"); ok {
+			failed = append(failed, strings.Fields(check)[0])
+		}
+	}
+	if len(failed) == 0 {
+		return "the API server is not ready", nil
+	}
+	return "the API server is not ready (failed: " + strings.Join(failed, ", ") + ")", nil
+}
+
 // holdAtHealthGate records when the health gate first held a node and
 // returns, once the gate has held it past its deadline, the failure to end
 // the plan with; otherwise the node's message gains since when it waits.
@@ -86,7 +126,7 @@ func (s *Scope) holdAtHealthGate(node, message string) (string, string) {
 	if !s.Now().Before(deadline) {
 		return message, fmt.Sprintf("node %s waited %s for the cluster to be healthy before its drain (%s): "+
 			"fix what is named (bring the node back, let Longhorn rebuild or repair the volume, start the VMs) "+
-			"and create a new plan", node, s.Config.Deadlines.HealthGate.Round(time.Second), strings.TrimPrefix(message, nodestate.HealthGatePrefix))
+			"and create a new plan; spec.nodeUpgradeOption.healthGate: Relaxed skips the volumes and the VM restores, at their risk", node, s.Config.Deadlines.HealthGate.Round(time.Second), strings.TrimPrefix(message, nodestate.HealthGatePrefix))
 	}
 	return fmt.Sprintf("%s (since %s; fails at %s)", message, timestamp(since), timestamp(deadline)), ""
 }

@@ -79,6 +79,29 @@ func TestWorld(t *testing.T) {
 		return c.Get(ctx, client.ObjectKeyFromObject(ok), j) == nil && condition(j, batchv1.JobComplete)
 	})
 
+	// The node-lifecycle controller marks the pods of an unreachable node
+	// not ready; once kwok runs the node again the pod is ready again, as a
+	// kubelet reports it.
+	server := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "server"},
+		Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "main", Image: "nginx"}}}}
+	if err := c.Create(ctx, server); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ctx, "the pod runs ready", func() bool {
+		return c.Get(ctx, client.ObjectKeyFromObject(server), server) == nil && podReady(server) == corev1.ConditionTrue
+	})
+	for i := range server.Status.Conditions {
+		if server.Status.Conditions[i].Type == corev1.PodReady {
+			server.Status.Conditions[i].Status, server.Status.Conditions[i].Reason = corev1.ConditionFalse, "NodeNotReady"
+		}
+	}
+	if err := c.Status().Update(ctx, server); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ctx, "the pod marked not ready is ready again", func() bool {
+		return c.Get(ctx, client.ObjectKeyFromObject(server), server) == nil && podReady(server) == corev1.ConditionTrue
+	})
+
 	stuck := job("stuck", map[string]string{"kubernetes.io/hostname": "nowhere"})
 	if err := c.Create(ctx, stuck); err != nil {
 		t.Fatal(err)
@@ -105,6 +128,15 @@ func ready(n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+func podReady(p *corev1.Pod) corev1.ConditionStatus {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status
+		}
+	}
+	return corev1.ConditionUnknown
 }
 
 func condition(j *batchv1.Job, t batchv1.JobConditionType) bool {
