@@ -31,6 +31,7 @@ var jobExitCodes = []struct {
 	{waitfor.ErrTimeout, 4, "a wait gave up (the message says for what, and what to do)"},
 	{helper.ErrVMShutdown, 5, "some VMs could not be stopped"},
 	{helper.ErrVMRestore, 6, "some VMs could not be started"},
+	{helper.ErrVMCannotLeave, 7, "a VM can neither live-migrate nor be stopped by the upgrade (e.g. a paused VM)"},
 	{release.ErrDowngrade, 10, "not eligible: the target release is older than the running one"},
 	{release.ErrBelowMinimum, 11, "not eligible: the running release is older than the target's minUpgradableVersion"},
 	{release.ErrPrereleaseCrossVersion, 12, "not eligible: a prerelease may only move to a build of the same version"},

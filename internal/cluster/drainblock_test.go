@@ -70,4 +70,3 @@ func TestDescribeDrainBlock(t *testing.T) {
 		})
 	}
 }
-

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/nodejob"
 	"github.com/harvester/upgrade-toolkit/internal/sim"
 	"github.com/harvester/upgrade-toolkit/internal/simrun"
 )
@@ -85,4 +87,38 @@ func TestPDBBlocksDrain(t *testing.T) {
 		t.Fatal("the plan never named the PodDisruptionBudget that blocked node-1's drain")
 	}
 	t.Logf("node-1's message while blocked: %s", message)
+}
+
+// TestPausedVMFailsAtOnce: a paused VM pinned to its node can neither
+// live-migrate nor be stopped by the upgrade (its guest cannot shut down
+// while paused). The node's pre-drain fails at once naming the VM and what
+// to do, instead of waiting out the 45-minute evacuation deadline.
+func TestPausedVMFailsAtOnce(t *testing.T) {
+	vms := []sim.VM{
+		{Namespace: "default", Name: "paused-1", Node: "node-1", Pinned: true, Paused: true},
+		{Namespace: "default", Name: "paused-2", Node: "node-2", Pinned: true, Paused: true},
+		{Namespace: "default", Name: "movable", Node: "node-1"},
+	}
+	var drainStarted time.Time
+	final := scenario{sim: sim.Config{Nodes: 2, VMs: vms, Timing: halfDemoTiming()}, want: v1beta1.PhaseFailed,
+		during: func(t *testing.T, ctx context.Context, run *simrun.Run, p *v1beta1.UpgradePlan) {
+			for _, st := range p.Status.NodeUpgradeStatuses {
+				if st.State == v1beta1.NodeStatePreDraining && drainStarted.IsZero() {
+					drainStarted = time.Now()
+				}
+			}
+		},
+		failure: "is paused and cannot live-migrate (pinned by nodeSelector kubernetes.io/hostname=node-",
+	}.run(t)
+	c := final.Condition(v1beta1.ConditionProgressing)
+	if !strings.Contains(c.Message, "virtctl unpause vm paused-") {
+		t.Errorf("the failure does not say how to unpause the VM: %s", c.Message)
+	}
+	failedAt, _ := lastTransition(final, v1beta1.PhaseFailed)
+	took := failedAt.Sub(drainStarted)
+	evacuation := nodejob.DefaultTimeouts().Evacuation
+	t.Logf("pre-drain began at %s, the plan failed %s later (evacuation deadline %s): %s", drainStarted, took, evacuation, c.Message)
+	if drainStarted.IsZero() || took > evacuation/10 {
+		t.Errorf("the plan failed %s after the drain began, want far below the evacuation deadline %s", took, evacuation)
+	}
 }
