@@ -56,7 +56,10 @@ func DescribeDrainBlock(node string, name types.NamespacedName, pod *corev1.Pod,
 	if pod.Labels[labelKubeVirtPodKind] == "virt-launcher" && pod.Labels[labelVMName] != "" {
 		vm := name.Namespace + "/" + pod.Labels[labelVMName]
 		what = fmt.Sprintf("pod %s of VM %s", name, vm)
-		fix = fmt.Sprintf("stop VM %s (virtctl stop) or change its evictionStrategy to LiveMigrate", vm)
+		// KubeVirt's own budget holds the pod of a VM that is to
+		// live-migrate: the VM has to move or stop.
+		fix = fmt.Sprintf("stop VM %s (virtctl stop %s -n %s) or find why it does not live-migrate (kubectl get vmim -n %s)",
+			vm, pod.Labels[labelVMName], name.Namespace, name.Namespace)
 	}
 	if len(budgets) == 0 {
 		return fmt.Sprintf("drain of node %s blocked: Rancher cannot evict %s and no PodDisruptionBudget selects it now; "+

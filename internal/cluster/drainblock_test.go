@@ -58,7 +58,7 @@ func TestDescribeDrainBlock(t *testing.T) {
 		"status not computed": {pod, []policyv1.PodDisruptionBudget{unobserved},
 			"drain of node n1 blocked: PodDisruptionBudget apps/new (minAvailable 1, status not computed yet) protects pod apps/db-0"},
 		"a VM's pod": {vmPod, []policyv1.PodDisruptionBudget{pdb("db", "apps", db, one, 0)},
-			"protects pod apps/db-0 of VM apps/vm1; delete or relax the PodDisruptionBudget, or stop VM apps/vm1 (virtctl stop) or change its evictionStrategy to LiveMigrate"},
+			"protects pod apps/db-0 of VM apps/vm1; delete or relax the PodDisruptionBudget, or stop VM apps/vm1 (virtctl stop vm1 -n apps) or find why it does not live-migrate (kubectl get vmim -n apps)"},
 		"pod gone": {nil, nil, "drain of node n1 blocked: Rancher could not evict pod apps/db-0, which is gone now; Rancher retries the drain"},
 	}
 	for name, tt := range tests {
