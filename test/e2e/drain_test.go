@@ -114,6 +114,10 @@ func TestPausedVMFailsAtOnce(t *testing.T) {
 	if !strings.Contains(c.Message, "virtctl unpause vm paused-") {
 		t.Errorf("the failure does not say how to unpause the VM: %s", c.Message)
 	}
+	// Exit code 7 is permanent: the Job fails without a retry.
+	if !strings.Contains(c.Message, "(PodFailurePolicy: ") {
+		t.Errorf("the pre-drain Job was not failed at once by its pod failure policy: %s", c.Message)
+	}
 	failedAt, _ := lastTransition(final, v1beta1.PhaseFailed)
 	took := failedAt.Sub(drainStarted)
 	evacuation := nodejob.DefaultTimeouts().Evacuation
