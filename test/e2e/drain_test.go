@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/nodejob"
 	"github.com/harvester/upgrade-toolkit/internal/sim"
 	"github.com/harvester/upgrade-toolkit/internal/simrun"
@@ -125,4 +126,32 @@ func TestPausedVMFailsAtOnce(t *testing.T) {
 	if drainStarted.IsZero() || took > evacuation/10 {
 		t.Errorf("the plan failed %s after the drain began, want far below the evacuation deadline %s", took, evacuation)
 	}
+}
+
+// TestEvictionStrategyNoneIsShutDown: KubeVirt does not live-migrate a VM
+// whose evictionStrategy is None off a draining node, so the upgrade shuts
+// it down and records it for restore, instead of waiting out the
+// evacuation deadline for it.
+func TestEvictionStrategyNoneIsShutDown(t *testing.T) {
+	vms := []sim.VM{
+		{Namespace: "default", Name: "no-evict", Node: "node-1", EvictionStrategy: "None"},
+		{Namespace: "default", Name: "movable", Node: "node-2"},
+	}
+	scenario{sim: sim.Config{Nodes: 2, VMs: vms, Timing: halfDemoTiming()}, spec: v1beta1.UpgradePlanSpec{RestoreVM: ptr.To(true)},
+		want: v1beta1.PhaseSucceeded,
+		after: func(t *testing.T, ctx context.Context, run *simrun.Run) {
+			var cms corev1.ConfigMapList
+			if err := run.Client.List(ctx, &cms, client.InNamespace(cluster.HarvesterNamespace)); err != nil {
+				t.Fatal(err)
+			}
+			recorded := ""
+			for _, cm := range cms.Items {
+				if strings.HasSuffix(cm.Name, "-restore-vm") {
+					recorded = cm.Data["node-1"]
+				}
+			}
+			if recorded != "default/no-evict" {
+				t.Errorf("node-1's restore record is %q, want default/no-evict", recorded)
+			}
+		}}.run(t)
 }
