@@ -50,6 +50,9 @@ const (
 	// ReasonKubeletVersionMismatch: the node's kubelet does not run the
 	// release's Kubernetes version although Rancher applied its plan.
 	ReasonKubeletVersionMismatch = "KubeletVersionMismatch"
+	// ReasonDrainBlocked: Rancher's drain of the node cannot evict a pod,
+	// e.g. one a PodDisruptionBudget protects.
+	ReasonDrainBlocked = "DrainBlocked"
 	// ReasonWrongNode: a node's Job ran on another node.
 	ReasonWrongNode = "WrongNode"
 )
@@ -75,6 +78,7 @@ const (
 	EventVMShutdownFailed          = "VMShutdownFailed"
 	EventRestoreVMCompleted        = "RestoreVMCompleted"
 	EventRestoreVMFailed           = "RestoreVMFailed"
+	EventDrainBlocked              = "DrainBlocked"
 )
 
 // Prefix is the prefix of every label and annotation this API owns.

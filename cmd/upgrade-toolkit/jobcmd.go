@@ -15,41 +15,23 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/exitcode"
 	"github.com/harvester/upgrade-toolkit/internal/helper"
 	"github.com/harvester/upgrade-toolkit/internal/release"
-	"github.com/harvester/upgrade-toolkit/internal/waitfor"
 )
 
-// The exit codes of the job commands (version-guard, vm-live-migrate-detector,
-// restore-vm, node, cluster-upgrade). 1 is any other failure.
-var jobExitCodes = []struct {
-	err     error
-	code    int
-	meaning string
-}{
-	{helper.ErrEligibilityUnknown, 3, "the plan does not record the running or the target version yet"},
-	{waitfor.ErrTimeout, 4, "a wait gave up (the message says for what, and what to do)"},
-	{helper.ErrVMShutdown, 5, "some VMs could not be stopped"},
-	{helper.ErrVMRestore, 6, "some VMs could not be started"},
-	{release.ErrDowngrade, 10, "not eligible: the target release is older than the running one"},
-	{release.ErrBelowMinimum, 11, "not eligible: the running release is older than the target's minUpgradableVersion"},
-	{release.ErrPrereleaseCrossVersion, 12, "not eligible: a prerelease may only move to a build of the same version"},
-	{release.ErrDevToRelease, 13, "not eligible: a development build may only move to another development build"},
-	{release.ErrInvalidVersion, 14, "the running or the target version is not a Harvester version"},
-}
-
 // usageExitCode is the exit code of a command line the command cannot run.
-const usageExitCode = 2
+const usageExitCode = exitcode.Usage
 
 // exitCodeHelp documents the exit codes that errs can end a command with.
 func exitCodeHelp(errs ...error) string {
 	var b strings.Builder
 	b.WriteString("\nExit codes:\n  0   success\n  1   failure; the message says what failed and what to do\n")
 	fmt.Fprintf(&b, "  %-3d invalid command line\n", usageExitCode)
-	for _, c := range jobExitCodes {
+	for _, c := range exitcode.Codes {
 		for _, e := range errs {
-			if errors.Is(e, c.err) {
-				fmt.Fprintf(&b, "  %-3d %s\n", c.code, c.meaning)
+			if errors.Is(e, c.Err) {
+				fmt.Fprintf(&b, "  %-3d %s\n", c.Code, c.Meaning)
 			}
 		}
 	}
@@ -94,10 +76,8 @@ func jobCommand(cmd *cobra.Command, run func(ctx context.Context, args []string)
 		if errors.As(err, &ee) {
 			return err
 		}
-		for _, ec := range jobExitCodes {
-			if errors.Is(err, ec.err) {
-				return &exitError{code: ec.code, err: err}
-			}
+		if code := exitcode.Of(err); code != 1 {
+			return &exitError{code: code, err: err}
 		}
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/exitcode"
 	"github.com/harvester/upgrade-toolkit/internal/jobtest"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/testenv"
@@ -148,8 +149,8 @@ func TestJobCommandHelp(t *testing.T) {
 // failures a retry cannot mend.
 func TestPermanentExitCodesAreTheJobCommands(t *testing.T) {
 	want := []int32{usageExitCode}
-	for _, c := range jobExitCodes {
-		want = append(want, int32(c.code)) //nolint:gosec // small exit codes
+	for _, c := range exitcode.Codes {
+		want = append(want, int32(c.Code)) //nolint:gosec // small exit codes
 	}
 	slices.Sort(want)
 	got := slices.Clone(phase.PermanentExitCodes)

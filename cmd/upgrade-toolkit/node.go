@@ -50,12 +50,13 @@ rancher-system-agent from restarting RKE2 while Rancher is upgraded.`,
 		{nodejob.TypePreDrain, "Prepare the node for Rancher's drain (pre-drain Job)",
 			`pre-drain lets rancher-system-agent restart RKE2 again, waits until every
 running Longhorn volume can lose this node's replica, records and stops the VMs
-that cannot live-migrate (see vm-live-migrate-detector), taints the node
+that cannot live-migrate (see vm-live-migrate-detector; a paused one, which
+it cannot stop, fails the job at once), taints the node
 kubevirt.io/drain=draining:NoSchedule so that KubeVirt live-migrates the
 others, waits until no VM is left (stopping, and recording for restore, a VM
 whose migration failed), waits for KubeVirt's evacuation
 PodDisruptionBudgets to go, and updates RKE2's configuration.`,
-			[]error{waitfor.ErrTimeout, helper.ErrVMShutdown}},
+			[]error{waitfor.ErrTimeout, helper.ErrVMShutdown, helper.ErrVMCannotLeave}},
 		{nodejob.TypePostDrain, "Upgrade the node's OS after Rancher upgraded RKE2 (post-drain Job)",
 			`post-drain writes the kubelet configuration of the release, waits until the
 node runs the release's RKE2, removes the staged RKE2 archives and the

@@ -8,7 +8,9 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -158,6 +160,64 @@ func TestNodeWaitingForRancherNamesTheMachine(t *testing.T) {
 	p = h.waitPhase(p.Name, v1beta1.PhaseFailed)
 	if st := p.Status.NodeUpgradeStatuses["node-1"]; st.State != v1beta1.NodeStatePostDrainFailed || st.Reason != v1beta1.ReasonRancherPlanNotApplied {
 		t.Errorf("node-1: %+v", st)
+	}
+}
+
+// TestDrainBlockedNamesThePDB: Rancher's drain error names a pod; the plan
+// names the PodDisruptionBudget that protects it, once in an event, and
+// goes back to what Rancher reports once the drain error is gone.
+func TestDrainBlockedNamesThePDB(t *testing.T) {
+	h := newHarness(t)
+	p := h.node1PreDrained()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cluster.CattleNamespace, Name: "db-0", Labels: map[string]string{"app": "db"}},
+		Spec:       corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "db", Image: "db"}}},
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cluster.CattleNamespace, Name: "db"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
+	}
+	h.must(h.c.Create(h.ctx(), pod))
+	h.must(h.c.Create(h.ctx(), pdb))
+	t.Cleanup(func() {
+		_ = h.c.Delete(context.Background(), pdb)
+		_ = h.c.Delete(context.Background(), pod)
+	})
+	pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, CurrentHealthy: 1, DesiredHealthy: 1, ExpectedPods: 1}
+	h.must(h.c.Status().Update(h.ctx(), pdb))
+
+	s := h.machinePlan("node-1")
+	before := s.DeepCopy()
+	s.Annotations[cluster.AnnotationRancherDrainOptions] = "{}"
+	s.Annotations[cluster.AnnotationRancherDrainError] = `error when evicting pods/"db-0" -n "cattle-system": global timeout reached: 10m0s`
+	h.must(h.c.Patch(h.ctx(), s, client.MergeFrom(before)))
+	want := "drain of node node-1 blocked: PodDisruptionBudget cattle-system/db (minAvailable 1, 0 disruptions allowed) protects pod cattle-system/db-0; " +
+		"delete or relax the PodDisruptionBudget, or move the pod's workload; Rancher reports: machine custom-node-1: drain error: "
+	p = h.waitProgressing(p.Name, "upgrading node node-1 (PreDrained: "+want)
+	if st := p.Status.NodeUpgradeStatuses["node-1"]; st.Reason != v1beta1.ReasonDrainBlocked {
+		t.Errorf("node-1: %+v", st)
+	}
+	h.waitEvent(p.Name, v1beta1.EventDrainBlocked+": drain of node node-1 blocked: PodDisruptionBudget cattle-system/db")
+	// Other passes while it blocks record no second event.
+	h.touch(p.Name)
+	h.touch(p.Name)
+	s = h.machinePlan("node-1")
+	before = s.DeepCopy()
+	delete(s.Annotations, cluster.AnnotationRancherDrainError)
+	h.must(h.c.Patch(h.ctx(), s, client.MergeFrom(before)))
+	p = h.waitProgressing(p.Name, "upgrading node node-1 (PreDrained: waiting for Rancher to drain the node and upgrade RKE2")
+	n := 0
+	for _, e := range h.events(p.Name) {
+		if strings.HasPrefix(e, v1beta1.EventDrainBlocked+": ") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d DrainBlocked events, want 1: %v", n, h.events(p.Name))
+	}
+	if st := p.Status.NodeUpgradeStatuses["node-1"]; st.Reason != "" {
+		t.Errorf("node-1 keeps reason %q once the drain goes on", st.Reason)
 	}
 }
 

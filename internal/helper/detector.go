@@ -21,6 +21,10 @@ import (
 // not stop every VM.
 var ErrVMShutdown = errors.New("some VMs could not be stopped")
 
+// ErrVMCannotLeave is matched (errors.Is) by the error of a node with a VM
+// that can neither live-migrate nor be stopped by the upgrade.
+var ErrVMCannotLeave = errors.New("a VM can neither live-migrate nor be stopped by the upgrade")
+
 // +kubebuilder:rbac:groups=management.harvesterhci.io,resources=upgradeplans,verbs=get
 
 // Plan reads an UpgradePlan, with a message that says which one is missing.
@@ -50,6 +54,9 @@ type NodeVMs struct {
 	// Skipped are the non-migratable instances left alone: paused ones and
 	// upgrade-repo VMs of an older upgrade.
 	Skipped []string
+	// Paused are the skipped instances that are paused: they block the
+	// node's drain until someone unpauses or stops them.
+	Paused []NonMigratableVMI
 }
 
 // VMs returns the VirtualMachines of the non-migratable instances.
@@ -80,7 +87,7 @@ func (d *Detector) Detect(ctx context.Context, node string) (NodeVMs, error) {
 		vmi := &vmis.Items[i]
 		switch {
 		case kubevirtv1.ConditionStatus(vmi.Status.Conditions, cluster.ConditionPaused) == "True":
-			skip[client.ObjectKeyFromObject(vmi)] = "paused"
+			skip[client.ObjectKeyFromObject(vmi)] = skipPaused
 		case vmi.Labels[cluster.LabelHarvesterUpgrade] != "":
 			skip[client.ObjectKeyFromObject(vmi)] = "upgrade repo VM"
 		}
@@ -92,11 +99,35 @@ func (d *Detector) Detect(ctx context.Context, node string) (NodeVMs, error) {
 		}
 		if why, ok := skip[types.NamespacedName{Namespace: v.Namespace, Name: v.Name}]; ok {
 			out.Skipped = append(out.Skipped, fmt.Sprintf("%s/%s (%s)", v.Namespace, v.Name, why))
+			if why == skipPaused {
+				out.Paused = append(out.Paused, v)
+			}
 			continue
 		}
 		out.NonMigratable = append(out.NonMigratable, v)
 	}
 	return out, nil
+}
+
+// skipPaused is why the detector leaves a paused instance alone: its guest
+// cannot shut down while paused.
+const skipPaused = "paused"
+
+// CannotLeave returns ErrVMCannotLeave, naming each VM and what the operator
+// can do, when a VM on the node can neither live-migrate nor be stopped by
+// the upgrade: a paused VM that cannot migrate. Nil otherwise.
+func (n NodeVMs) CannotLeave(node string) error {
+	if len(n.Paused) == 0 {
+		return nil
+	}
+	vms := make([]string, 0, len(n.Paused))
+	for _, v := range n.Paused {
+		vms = append(vms, fmt.Sprintf("VM %s/%s is paused and cannot live-migrate (%s): unpause it (virtctl unpause vm %s -n %s), "+
+			"so that the upgrade shuts it down and starts it again after, or stop it (virtctl stop %s -n %s)",
+			v.Namespace, v.Name, v.Reason, v.Name, v.Namespace, v.Name, v.Namespace))
+	}
+	return fmt.Errorf("%w on node %s: %s; or make it live-migratable (evictionStrategy LiveMigrate, no node pinning or host devices)",
+		ErrVMCannotLeave, node, strings.Join(vms, "; "))
 }
 
 // ShutdownResult is what a shutdown did.

@@ -89,6 +89,12 @@ func TestShutdownRecordsBeforeStopping(t *testing.T) {
 	if len(res.Found.Skipped) != 2 {
 		t.Errorf("skipped %v, want the paused and the upgrade repo VM", res.Found.Skipped)
 	}
+	// The paused VM can neither migrate nor be stopped: it blocks the node.
+	if err := res.Found.CannotLeave(n1); !errors.Is(err, helper.ErrVMCannotLeave) ||
+		!strings.Contains(err.Error(), "VM "+paused.String()+" is paused and cannot live-migrate (pinned by nodeSelector") ||
+		!strings.Contains(err.Error(), "virtctl unpause vm paused -n "+ns) {
+		t.Errorf("CannotLeave = %v, want ErrVMCannotLeave naming %s and how to unpause it", err, paused)
+	}
 	for vm, want := range map[types.NamespacedName][2]string{
 		pinned:      {cluster.RunStrategyHalted, cluster.RunStrategyRerunOnFailure},
 		passthrough: {cluster.RunStrategyHalted, cluster.RunStrategyAlways},

@@ -16,6 +16,12 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 )
 
+// VMI eviction strategies KubeVirt does not evacuate by live migration.
+const (
+	evictionNone     = "None"
+	evictionExternal = "External"
+)
+
 // NonMigratableVMI is a running VirtualMachineInstance that cannot be
 // live-migrated off its node, and why.
 type NonMigratableVMI struct {
@@ -35,7 +41,8 @@ func (v NonMigratableVMI) String() string {
 // NonMigratableVMIs returns the instances among vmis that cannot be
 // live-migrated to another node, sorted by namespace and name. An instance
 // cannot move when it is pinned by a nodeSelector, passes host devices or
-// GPUs through, or has a required node affinity that no other usable node
+// GPUs through, has an eviction strategy KubeVirt does not evacuate (None,
+// External), or has a required node affinity that no other usable node
 // satisfies; and none can move when no other usable node exists at all.
 // A usable node is Ready, schedulable (not cordoned) and not a witness node
 // (witness nodes run no workloads). Instances that run nowhere (no node yet,
@@ -93,6 +100,15 @@ func nonMigratableReasons(vmi *kubevirtv1.VirtualMachineInstance, usable []*core
 	}
 	if devs := deviceNames(vmi.Spec.Domain.Devices.GPUs); len(devs) > 0 {
 		reasons = append(reasons, "passes through GPUs "+strings.Join(devs, ", "))
+	}
+	// KubeVirt's evacuation migrates only LiveMigrate and
+	// LiveMigrateIfPossible instances (unset: the cluster's default); None
+	// leaves the instance to be killed by the drain, External to a
+	// controller Harvester does not run.
+	switch es := vmi.Spec.EvictionStrategy; {
+	case es == nil:
+	case *es == evictionNone || *es == evictionExternal:
+		reasons = append(reasons, "evictionStrategy "+*es+": KubeVirt does not live-migrate it off a draining node")
 	}
 	var others []*corev1.Node
 	for _, n := range usable {

@@ -60,6 +60,10 @@ func gpu(dev string) vmiOpt {
 	}
 }
 
+func eviction(es string) vmiOpt {
+	return func(m *kubevirtv1.VirtualMachineInstance) { m.Spec.EvictionStrategy = &es }
+}
+
 func phase(p string) vmiOpt { return func(m *kubevirtv1.VirtualMachineInstance) { m.Status.Phase = p } }
 
 // requireNode adds a required node affinity term: key In values.
@@ -134,6 +138,11 @@ func TestNonMigratableVMIs(t *testing.T) {
 		{"finished and unscheduled instances are left out",
 			[]kubevirtv1.VirtualMachineInstance{vmi("done", "n1", phase("Succeeded"), gpu("g")), vmi("failed", "n1", phase("Failed"), gpu("g")), vmi("pending", "", phase("Pending"), gpu("g"))},
 			three, nil},
+		{"evictionStrategy None or External stays; LiveMigrate, LiveMigrateIfPossible or unset moves",
+			[]kubevirtv1.VirtualMachineInstance{vmi("none", "n1", eviction("None")), vmi("external", "n1", eviction("External")),
+				vmi("live", "n1", eviction("LiveMigrate")), vmi("ifpossible", "n1", eviction("LiveMigrateIfPossible")), vmi("unset", "n1")}, three,
+			map[string]string{"none": "evictionStrategy None: KubeVirt does not live-migrate it off a draining node",
+				"external": "evictionStrategy External: KubeVirt does not live-migrate it off a draining node"}},
 		{"only the pinned of several", []kubevirtv1.VirtualMachineInstance{vmi("free", "n1"), vmi("pinned", "n2", selector("k", "v")), vmi("free2", "n3")}, three,
 			map[string]string{"pinned": "pinned by nodeSelector k=v"}},
 	}

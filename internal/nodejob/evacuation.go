@@ -19,6 +19,17 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/waitfor"
 )
 
+// refuseStuckVMs fails at once when a VM on the node can neither
+// live-migrate nor be stopped by the upgrade, before any VM is stopped:
+// waiting would only run out the evacuation deadline.
+func (j *Job) refuseStuckVMs(ctx context.Context, _ *state) error {
+	found, err := j.detector().Detect(ctx, j.Node)
+	if err != nil {
+		return err
+	}
+	return found.CannotLeave(j.Node)
+}
+
 // shutDownNonMigratable records the node's VMs that cannot live-migrate in
 // the plan's restore list and stops them (vm-live-migrate-detector
 // --shutdown).

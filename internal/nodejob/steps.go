@@ -31,6 +31,7 @@ func (j *Job) preDrainSteps() []step {
 	return []step{
 		{"let rancher-system-agent restart RKE2 again", j.releaseHold},
 		{"wait for Longhorn volumes", j.waitLonghorn},
+		{"check that every VM can leave the node", j.refuseStuckVMs},
 		{"record and stop the VMs that cannot live-migrate", j.shutDownNonMigratable},
 		{"taint the node for KubeVirt's evacuation", j.taintNode},
 		{"wait for the VMs to leave", j.waitVMsGone(true)},

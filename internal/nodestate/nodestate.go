@@ -58,6 +58,9 @@ type Node struct {
 	// Rancher says what Rancher reports of the node's machine while the
 	// node waits for Rancher (for messages).
 	Rancher string
+	// DrainBlocked says what keeps Rancher's drain from evicting a pod, and
+	// what to do about it; "" when its drain reports no error.
+	DrainBlocked string
 	// Waiting says since when the node is in its state and until when it
 	// may wait there, for messages (e.g. "since 10:02:03Z; fails at
 	// 10:47:03Z"); empty for states without a deadline.
@@ -215,6 +218,9 @@ func waitForRancher(n Node) Decision {
 		if n.Target.KubeletVersion != "" {
 			msg += " to " + n.Target.KubeletVersion
 		}
+		if n.DrainBlocked != "" {
+			reason, msg = v1beta1.ReasonDrainBlocked, n.DrainBlocked
+		}
 		if n.Rancher != "" {
 			msg += "; Rancher reports: " + n.Rancher
 		}
@@ -231,6 +237,10 @@ func waitForRancher(n Node) Decision {
 	}
 	if n.Overdue {
 		return Decision{State: v1beta1.NodeStatePostDrainFailed, Reason: reason, Message: msg + waited(n)}
+	}
+	if reason == v1beta1.ReasonDrainBlocked {
+		// Said while it lasts: the drain needs the operator.
+		return Decision{State: n.State, Reason: reason, Message: msg + waited(n)}
 	}
 	return Decision{State: n.State, Message: msg + waited(n)}
 }

@@ -57,6 +57,8 @@ func TestDecideOneNode(t *testing.T) {
 		{"Rancher asks for post-drain, kubelet still old", Node{State: preDrained, PostDrainRequested: true, Host: oldKube, Target: target}, false, preDrained, "", ""},
 		{"kubelet still old at the deadline", Node{State: preDrained, PostDrainRequested: true, Host: oldKube, Target: target, Overdue: true}, false, postFailed, "", v1beta1.ReasonKubeletVersionMismatch},
 		{"Rancher never applies the plan", Node{State: preDrained, Target: target, Overdue: true}, false, postFailed, "", v1beta1.ReasonRancherPlanNotApplied},
+		{"a blocked drain says so", Node{State: preDrained, Target: target, DrainBlocked: "drain of node n blocked: PodDisruptionBudget a/b"}, false, preDrained, "", v1beta1.ReasonDrainBlocked},
+		{"a drain blocked at the deadline", Node{State: preDrained, Target: target, DrainBlocked: "drain of node n blocked", Overdue: true}, false, postFailed, "", v1beta1.ReasonDrainBlocked},
 		{"post-draining starts its Job", Node{State: postDrain, PostDrainRequested: true}, false, postDrain, v1beta1.JobTypePostDrain, ""},
 		{"post-drain Job done", Node{State: postDrain, PostDrain: succeeded}, false, waiting, "", ""},
 		{"post-drain Job failed", Node{State: postDrain, PostDrain: failed}, false, postFailed, "", "BackoffLimitExceeded"},

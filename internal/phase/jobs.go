@@ -130,10 +130,10 @@ func (s *Scope) newJob(js JobSpec) *batchv1.Job {
 }
 
 // PermanentExitCodes are the exit codes with which the job commands report
-// a failure a retry cannot mend (cmd/upgrade-toolkit's jobExitCodes: a bad
+// a failure a retry cannot mend (exitcode.Codes: a bad
 // command line, a wait that gave up, VMs that could not be stopped or
-// started, an ineligible upgrade). 1, any other failure, may be transient.
-var PermanentExitCodes = []int32{2, 3, 4, 5, 6, 10, 11, 12, 13, 14}
+// started, a VM that cannot leave its node, an ineligible upgrade). 1, any other failure, may be transient.
+var PermanentExitCodes = []int32{2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14}
 
 // jobFailurePolicy has the Job controller fail a Job at once when its
 // command failed for good, instead of retrying it with growing backoff up

@@ -9,6 +9,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -102,6 +104,10 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 			if err := setPendingOSImage(ctx, s, n.Name, d.State == v1beta1.NodeStateWaitingReboot); err != nil {
 				return Result{}, err
 			}
+		}
+		if n.DrainBlocked != "" && !strings.Contains(before, n.DrainBlocked) {
+			// Once per blocker: the node's message keeps it while it blocks.
+			s.Event(corev1.EventTypeWarning, v1beta1.EventDrainBlocked, "%s", n.DrainBlocked)
 		}
 		if d.State.IsFailure() && failure == "" {
 			failure = s.nodeFailure(ctx, n.Name, d, obs, before)
@@ -300,6 +306,9 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 				return nil, err
 			}
 			o.Rancher = report
+			if o.DrainBlocked, err = drainBlock(ctx, s, n.Name, sec); err != nil {
+				return nil, err
+			}
 		}
 		obs.nodes = append(obs.nodes, o)
 	}
@@ -344,6 +353,30 @@ func describeMachine(ctx context.Context, s *Scope, sec client.Object) (string, 
 		cl = nil
 	}
 	return cluster.DescribeMachine(m, sec, &progress, cl), nil
+}
+
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=list
+
+// drainBlock says what keeps Rancher's drain of the node from evicting the
+// pods its drain error names, "" without a drain error. It reads the pods
+// and PodDisruptionBudgets from the API server: only while a drain fails.
+func drainBlock(ctx context.Context, s *Scope, node string, sec client.Object) (string, error) {
+	var blocks []string
+	for _, key := range cluster.DrainErrorPods(sec.GetAnnotations()[cluster.AnnotationRancherDrainError]) {
+		pod := &corev1.Pod{}
+		if err := s.APIReader.Get(ctx, key, pod); apierrors.IsNotFound(err) {
+			pod = nil
+		} else if err != nil {
+			return "", fmt.Errorf("reading pod %s, which Rancher's drain cannot evict: %w", key, err)
+		}
+		var pdbs policyv1.PodDisruptionBudgetList
+		if err := s.APIReader.List(ctx, &pdbs, client.InNamespace(key.Namespace)); err != nil {
+			return "", fmt.Errorf("listing the PodDisruptionBudgets of namespace %s: %w", key.Namespace, err)
+		}
+		blocks = append(blocks, cluster.DescribeDrainBlock(node, key, pod, pdbs.Items))
+	}
+	return strings.Join(blocks, "; "), nil
 }
 
 // hostOf is what a node reports of itself.

@@ -513,5 +513,8 @@ func (s *Sim) createVM(ctx context.Context, vm VM) error {
 	return s.createWithStatus(ctx, statusObject{obj: newVMI(obj, vm.Node), status: func(o client.Object) {
 		vmi := o.(*kubevirtv1.VirtualMachineInstance)
 		vmi.Status = vmiStatus(vm.Node, &vmi.Spec)
+		if vm.Paused {
+			vmi.Status.Conditions = append(vmi.Status.Conditions, pausedCondition)
+		}
 	}})
 }

@@ -87,6 +87,9 @@ type VM struct {
 	// EvictionStrategy is LiveMigrateIfPossible (default, as Harvester sets
 	// it), LiveMigrate, None or External.
 	EvictionStrategy string
+	// Paused: its instance was paused (virtctl pause) and reports
+	// Paused=True; it stays paused where it runs or migrates to.
+	Paused bool
 }
 
 // Disk is a node's root filesystem as its kubelet reports it.

@@ -1,6 +1,10 @@
 package sim
 
-import "github.com/harvester/upgrade-toolkit/internal/cluster"
+import (
+	"time"
+
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+)
 
 // Names that only the components the simulator plays use internally. The
 // ones the toolkit shares with them live in internal/cluster.
@@ -23,12 +27,14 @@ const (
 	labelMachineEtcd         = "rke.cattle.io/etcd-role"
 	labelMachineWorker       = "rke.cattle.io/worker-role"
 	labelMachineClusterName  = "rke.cattle.io/cluster-name"
-	drainErrorPDB            = "Cannot evict pod as it would violate the pod's disruption budget."
-	labelNodeControlPlane    = "node-role.kubernetes.io/control-plane"
-	labelNodeEtcd            = "node-role.kubernetes.io/etcd"
-	labelNodeMaster          = "node-role.kubernetes.io/master"
-	labelNodeWorker          = "node-role.kubernetes.io/worker"
-	labelHostname            = "kubernetes.io/hostname"
+	// rancherDrainTimeout is Rancher's drain timeout when the drain
+	// options set none.
+	rancherDrainTimeout   = 600 * time.Second
+	labelNodeControlPlane = "node-role.kubernetes.io/control-plane"
+	labelNodeEtcd         = "node-role.kubernetes.io/etcd"
+	labelNodeMaster       = "node-role.kubernetes.io/master"
+	labelNodeWorker       = "node-role.kubernetes.io/worker"
+	labelHostname         = "kubernetes.io/hostname"
 
 	// KubeVirt.
 	runStrategyAlways             = "Always"

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/exitcode"
 	"github.com/harvester/upgrade-toolkit/internal/testenv"
 )
 
@@ -153,7 +154,10 @@ func (r *podRunner) start(pod *corev1.Pod, jt string) {
 			// The lie: the process exits 0 having done nothing.
 			log.FromContext(ctx).Info("the job did nothing (sim fault EmptyJobs)")
 		} else if work != nil {
-			err = work(ctx, snapshot)
+			// As the job command ends: with its error's exit code.
+			if err = work(ctx, snapshot); err != nil {
+				code = int32(exitcode.Of(err)) //nolint:gosec // small exit codes
+			}
 		}
 		if !sleepCtx(ctx, r.s.cfg.Timing.job(jt)-time.Since(begin)) {
 			return

@@ -42,6 +42,11 @@ type Timing struct {
 	// ChartDeploy is how long Fleet takes to deploy a chart's new version,
 	// and Harvester an add-on's.
 	ChartDeploy time.Duration
+	// DrainTimeout is how long Rancher's drain retries an eviction a
+	// PodDisruptionBudget refuses before it reports the drain error (the
+	// drain options' timeout, 600 s in Rancher when unset); 0 reports it at
+	// the first refusal.
+	DrainTimeout time.Duration
 }
 
 // DemoTiming returns step durations that make an upgrade visible to a person
@@ -59,6 +64,7 @@ func DemoTiming() Timing {
 		Migration:      300 * time.Millisecond,
 		ReplicaRebuild: 500 * time.Millisecond,
 		ChartDeploy:    300 * time.Millisecond,
+		DrainTimeout:   2 * time.Second,
 	}
 }
 
@@ -106,9 +112,6 @@ type FaultSet struct {
 	FailImport *ImportFault
 	// NeverReturn lists nodes that go NotReady on reboot and never come back.
 	NeverReturn []string
-	// StallDrain lists nodes whose drain never finishes: Rancher keeps
-	// reporting a PodDisruptionBudget eviction error.
-	StallDrain []string
 	// StuckVersion: Harvester never reports the new version in its
 	// server-version Setting, although Fleet deployed the new chart (the new
 	// harvester pods never become ready).
@@ -198,10 +201,6 @@ func (f *faults) unresponsive(component string) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return slices.Contains(f.set.Unresponsive, component)
-}
-
-func (f *faults) drainStalls(node string) bool {
-	return f.nodeIn(func(s *FaultSet) []string { return s.StallDrain }, node)
 }
 
 func (f *faults) fallsBack(node string) bool {

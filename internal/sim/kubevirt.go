@@ -153,9 +153,18 @@ func (s *Sim) placeVMI(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstan
 	if err := s.c.Update(ctx, vmi); err != nil {
 		return err
 	}
+	paused := kubevirtv1.ConditionStatus(vmi.Status.Conditions, cluster.ConditionPaused) == "True"
 	vmi.Status = vmiStatus(node, &vmi.Spec)
+	if paused {
+		// A paused instance stays paused where it lands.
+		vmi.Status.Conditions = append(vmi.Status.Conditions, pausedCondition)
+	}
 	return cluster.UpdateStatus(ctx, s.c, vmi)
 }
+
+// pausedCondition is what virt-handler reports of an instance paused by
+// virtctl pause.
+var pausedCondition = kubevirtv1.Condition{Type: cluster.ConditionPaused, Status: "True", Reason: "PausedByUser"}
 
 // unscheduledVMs maps a node change to the VMs whose instance waits for a
 // node.

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -256,21 +258,19 @@ func (s *Sim) drain(ctx context.Context, m *rolloutMachine, value string) (strin
 		}
 	}
 	if opts.Enabled {
-		if s.faults.drainStalls(m.node) {
-			msg := fmt.Sprintf(`error when evicting pods/"instance-manager-%s" -n "longhorn-system" (will retry after 5s): %s`, m.machine.Name, drainErrorPDB)
-			if m.secret.Annotations[cluster.AnnotationRancherDrainError] == msg {
-				return "draining node", time.Second, nil
-			}
-			return "draining node", time.Second, s.annotate(ctx, m.secret, map[string]string{cluster.AnnotationRancherDrainError: msg})
-		}
 		step := "drain/" + m.machine.Name
 		if wait := s.steps.remaining(step, s.cfg.Timing.DrainStep); wait > 0 {
 			return "draining node", wait, nil
 		}
-		if err := s.evictPods(ctx, m.node); err != nil {
+		refused, err := s.evictPods(ctx, m.node)
+		if err != nil {
 			return "", 0, err
 		}
+		if len(refused) > 0 {
+			return s.drainRefused(ctx, m, opts, refused)
+		}
 		s.steps.forget(step)
+		s.steps.forget("drain-timeout/" + m.machine.Name)
 	}
 	return "draining node", 0, s.annotate(ctx, m.secret, map[string]string{
 		cluster.AnnotationRancherDrainDone: value, cluster.AnnotationRancherDrainError: "",
@@ -385,25 +385,65 @@ func (s *Sim) cordon(ctx context.Context, node string, unschedulable bool) error
 	})
 }
 
+// drainRetry is how long kubectl's drain waits before it tries a refused
+// eviction again.
+const drainRetry = 5 * time.Second
+
+// drainRefused is kubectl's drain (Rancher's drain helper) retrying the
+// evictions the API server refused (429: a PodDisruptionBudget allows no
+// disruption) every 5 s until the drain's timeout; then Rancher records the
+// drain's error in the drain-error annotation and drains again. The timeout
+// the message names is the drain options' (600 s when unset), the simulator
+// waits Timing.DrainTimeout.
+func (s *Sim) drainRefused(ctx context.Context, m *rolloutMachine, opts provisioningv1.DrainOptions, refused []*corev1.Pod) (string, time.Duration, error) {
+	key := "drain-timeout/" + m.machine.Name
+	if wait := s.steps.remaining(key, s.cfg.Timing.DrainTimeout); wait > 0 {
+		return "draining node", min(wait, drainRetry), nil
+	}
+	s.steps.forget(key)
+	timeout := time.Duration(opts.Timeout) * time.Second
+	if timeout == 0 {
+		timeout = rancherDrainTimeout
+	}
+	msgs := make([]string, 0, len(refused))
+	for _, p := range refused {
+		msgs = append(msgs, fmt.Sprintf("error when evicting pods/%q -n %q: global timeout reached: %v", p.Name, p.Namespace, timeout))
+	}
+	msg := msgs[0]
+	if len(msgs) > 1 {
+		// utilerrors.NewAggregate's format.
+		msg = "[" + strings.Join(msgs, ", ") + "]"
+	}
+	return "draining node", drainRetry, s.annotate(ctx, m.secret, map[string]string{cluster.AnnotationRancherDrainError: msg})
+}
+
 // evictPods evicts the node's pods except DaemonSet and mirror pods, as
-// kubectl drain with ignoreDaemonSets does. With no kubelet to wait for, the
-// pods go at once.
-func (s *Sim) evictPods(ctx context.Context, node string) error {
+// kubectl drain with ignoreDaemonSets does, through the API server's
+// eviction subresource. With no kubelet to wait for, evicted pods go at
+// once. It returns the pods whose eviction the API server refused with 429
+// (a PodDisruptionBudget allows no disruption now).
+func (s *Sim) evictPods(ctx context.Context, node string) ([]*corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := s.reader.List(ctx, &pods, client.MatchingFields{"spec.nodeName": node}); err != nil {
-		return fmt.Errorf("listing the pods of node %s: %w", node, err)
+		return nil, fmt.Errorf("listing the pods of node %s: %w", node, err)
 	}
+	var refused []*corev1.Pod
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror || ownedByDaemonSet(p) {
 			continue
 		}
 		ev := &policyv1.Eviction{DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}}
-		if err := s.c.SubResource("eviction").Create(ctx, p, ev); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("evicting pod %s/%s from node %s: %w", p.Namespace, p.Name, node, err)
+		err := s.c.SubResource("eviction").Create(ctx, p, ev)
+		switch {
+		case apierrors.IsTooManyRequests(err):
+			s.log.V(1).Info(fmt.Sprintf("error when evicting pods/%q -n %q (will retry after %v): %v", p.Name, p.Namespace, drainRetry, err))
+			refused = append(refused, p)
+		case client.IgnoreNotFound(err) != nil:
+			return nil, fmt.Errorf("evicting pod %s/%s from node %s: %w", p.Namespace, p.Name, node, err)
 		}
 	}
-	return nil
+	return refused, nil
 }
 
 func ownedByDaemonSet(p *corev1.Pod) bool {

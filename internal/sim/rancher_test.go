@@ -9,6 +9,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -219,27 +222,53 @@ func TestRancherWithoutHooksOnlyAppliesTheVersion(t *testing.T) {
 	}
 }
 
-func TestRancherDrainStalls(t *testing.T) {
-	s := start(t, Config{Nodes: 2, NoKubelet: true, Faults: FaultSet{StallDrain: []string{"node-1"}}})
+// TestRancherDrainBlockedByPDB: a PodDisruptionBudget that allows no
+// disruption makes the API server refuse the eviction of its pod; Rancher's
+// drain keeps retrying, reports the pod in drain-error and finishes once the
+// budget is gone.
+func TestRancherDrainBlockedByPDB(t *testing.T) {
+	s := start(t, Config{Nodes: 2, NoKubelet: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: "guarded", Labels: map[string]string{"app": "guarded"}},
+		Spec: corev1.PodSpec{NodeName: "node-1", ServiceAccountName: harvesterServiceAccount,
+			Containers: []corev1.Container{{Name: "c", Image: "registry.suse.com/bci/bci-base:15.6"}}},
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: "guard"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded"}}},
+	}
+	for _, o := range []client.Object{pod, pdb} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), pdb)
+		_ = env.Client.Delete(context.Background(), pod, client.GracePeriodSeconds(0))
+	})
 	go (&hookAcker{}).run(ctx, t)
 	rollOut(t, "v1.35.2+rke2r1", true)
 
 	sec := &corev1.Secret{}
 	key := client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: machinePlanSecretName(machineName("node-1"))}
-	eventually(t, 10*time.Second, "a drain error", func() (bool, string) {
+	want := `error when evicting pods/"guarded" -n "harvester-system": global timeout reached: 10m0s`
+	eventually(t, 20*time.Second, "a drain error", func() (bool, string) {
 		get(t, key, sec)
-		return strings.Contains(sec.Annotations[cluster.AnnotationRancherDrainError], drainErrorPDB), ""
+		return sec.Annotations[cluster.AnnotationRancherDrainError] == want, sec.Annotations[cluster.AnnotationRancherDrainError]
 	})
 	if sec.Annotations[cluster.AnnotationRancherDrainDone] != "" {
-		t.Error("a stalled drain reported drain-done")
+		t.Error("a blocked drain reported drain-done")
 	}
 	n := &corev1.Node{}
 	get(t, client.ObjectKey{Name: "node-1"}, n)
 	if !n.Spec.Unschedulable {
-		t.Error("node-1 is not cordoned while its drain stalls")
+		t.Error("node-1 is not cordoned while its drain is blocked")
 	}
-	s.SetFaults(FaultSet{})
+	if err := env.Client.Delete(ctx, pdb); err != nil {
+		t.Fatal(err)
+	}
 	waitRolledOut(t, s.Nodes(), "v1.35.2+rke2r1")
 }
