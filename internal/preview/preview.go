@@ -432,3 +432,48 @@ func estimate(nodes []Node) Estimate {
 	}
 	return Estimate{Minutes: int(total / time.Minute), Model: model}
 }
+
+// summaryMaxItems caps each list of the summary, so that a large cluster's
+// dry run keeps its plan small; the preflight command lists everything.
+const summaryMaxItems = 50
+
+// Summary is the report in short, for the status of a dry-run plan.
+func (r Report) Summary() *v1beta1.PreviewStatus {
+	s := &v1beta1.PreviewStatus{WouldRun: r.WouldRun, EstimatedMinutes: r.Estimate.Minutes, NotChecked: r.NotChecked}
+	for _, c := range r.Checks {
+		msg := c.Name + ": " + c.Message
+		if c.Fix != "" {
+			msg += "; " + c.Fix
+		}
+		switch c.Verdict {
+		case Fail:
+			s.Failures = append(s.Failures, msg)
+		case Warn:
+			s.Warnings = append(s.Warnings, msg)
+		}
+	}
+	for _, n := range r.Nodes {
+		item := n.Name + " (" + n.Role + ")"
+		if n.Paused {
+			item += " paused"
+		}
+		s.Nodes = append(s.Nodes, item)
+		for _, vm := range n.ShutDown {
+			after := "stays off"
+			if vm.Restarted {
+				after = "restarted"
+			}
+			s.ShutDownVMs = append(s.ShutDownVMs, fmt.Sprintf("%s on %s (%s)", vm.Name, n.Name, after))
+		}
+	}
+	for _, v := range r.VolumesAtRisk {
+		s.VolumesAtRisk = append(s.VolumesAtRisk, v.Name+": "+strings.Join(v.Risks, "; "))
+	}
+	for _, l := range []*[]string{&s.Failures, &s.Warnings, &s.Nodes, &s.ShutDownVMs, &s.VolumesAtRisk} {
+		if len(*l) > summaryMaxItems {
+			more := len(*l) - summaryMaxItems
+			*l = append((*l)[:summaryMaxItems], fmt.Sprintf("and %d more (upgrade-toolkit preflight lists them all)", more))
+		}
+	}
+	return s
+}

@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -14,6 +18,8 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/apicount"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/preview"
 	"github.com/harvester/upgrade-toolkit/internal/sim"
 	"github.com/harvester/upgrade-toolkit/internal/simrun"
@@ -147,5 +153,94 @@ func TestPreview(t *testing.T) {
 	var plans v1beta1.UpgradePlanList
 	if err := run.Client.List(ctx, &plans); err != nil || len(plans.Items) != 0 {
 		t.Errorf("plans after the preview: %d (%v)", len(plans.Items), err)
+	}
+}
+
+// TestDryRun creates a plan with spec.dryRun on the same cluster: it ends in
+// Previewed with the report in its status, and the manager changed nothing
+// but the plan's status (no Job, no repo, no ISO image, settings as they
+// were), without holding the upgrade slot.
+func TestDryRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run, err := simrun.Start(ctx, sim.Config{Nodes: 3, NonMigratableVMs: 2, DegradedVolumes: 1, RealJobs: true})
+	if err != nil {
+		t.Fatalf("starting the simulated cluster: %v", err)
+	}
+	defer func() {
+		if err := run.Stop(); err != nil {
+			t.Errorf("stopping: %v", err)
+		}
+	}()
+	before := readSettings(t, ctx, run.Client)
+	run.Counter.Reset()
+	plan, err := run.CreatePlan(ctx, v1beta1.UpgradePlanSpec{DryRun: ptr.To(true)}, nil)
+	if err != nil {
+		t.Fatalf("the webhook must admit a dry run on an unhealthy cluster: %v", err)
+	}
+	p, err := run.WaitFinished(ctx, plan.Name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Status.CurrentPhase != v1beta1.PhasePreviewed || len(p.Status.PhaseTransitionTimestamps) != 1 {
+		t.Fatalf("phase %s (%+v), want only Previewed", p.Status.CurrentPhase, p.Status.PhaseTransitionTimestamps)
+	}
+	pv := p.Status.Preview
+	if pv == nil || pv.WouldRun || len(pv.Failures) != 2 {
+		t.Fatalf("preview %+v: want two failures (the VMs that cannot move without restoreVM, the degraded volume)", pv)
+	}
+	for _, want := range []string{"default/pinned-node-1-1", "Longhorn volumes are degraded: default/data-1"} {
+		if !slices.ContainsFunc(pv.Failures, func(f string) bool { return strings.Contains(f, want) }) {
+			t.Errorf("no failure mentions %q: %q", want, pv.Failures)
+		}
+	}
+	if len(pv.Nodes) != 3 || len(pv.ShutDownVMs) != 2 || len(pv.VolumesAtRisk) != 1 || pv.EstimatedMinutes == 0 {
+		t.Errorf("preview %+v", pv)
+	}
+	if c := p.Condition(v1beta1.ConditionProgressing); c == nil || c.Reason != v1beta1.ReasonPreviewed {
+		t.Errorf("Progressing %+v, want reason Previewed", c)
+	}
+	if len(p.Finalizers) != 0 {
+		t.Errorf("finalizers %q", p.Finalizers)
+	}
+	if writes := run.Counter.Writes(); len(writes) == 0 {
+		t.Error("the manager wrote nothing: the status write is missing")
+	} else {
+		for k := range writes {
+			if k.Resource != "upgradeplans/status" && k.Resource != "events" {
+				t.Errorf("the manager wrote %s %s during a dry run", k.Verb, k.Resource)
+			}
+		}
+	}
+	var jobs batchv1.JobList
+	if err := run.Client.List(ctx, &jobs); err != nil || len(jobs.Items) != 0 {
+		t.Errorf("jobs after a dry run: %d (%v)", len(jobs.Items), err)
+	}
+	for _, obj := range []client.Object{&appsv1.Deployment{}, &harvesterv1beta1.VirtualMachineImage{}} {
+		name := names.Repo(plan.Name)
+		if _, ok := obj.(*harvesterv1beta1.VirtualMachineImage); ok {
+			name = names.ISOImage(plan.Name)
+		}
+		if err := run.Client.Get(ctx, client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: name}, obj); !apierrors.IsNotFound(err) {
+			t.Errorf("%T %s after a dry run: %v", obj, name, err)
+		}
+	}
+	if after := readSettings(t, ctx, run.Client); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("settings changed:\nbefore %+v\nafter  %+v", before, after)
+	}
+	violations, err := run.Violations(ctx, plan.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range violations {
+		t.Errorf("invariant %s violated: %s", v.Rule, v.Message)
+	}
+	// The finished dry run holds nothing: another one is admitted.
+	if _, err := run.CreatePlan(ctx, v1beta1.UpgradePlanSpec{DryRun: ptr.To(true)}, nil); err != nil {
+		t.Errorf("a second dry run: %v", err)
+	}
+	p.Spec.DryRun = ptr.To(false)
+	if err := run.Client.Update(ctx, p); err == nil || !strings.Contains(err.Error(), "spec.dryRun is immutable") {
+		t.Errorf("turning dryRun off: %v, want refused as immutable", err)
 	}
 }
