@@ -58,13 +58,13 @@ const (
 
 // Event reasons.
 const (
-	EventPhaseTransition           = "PhaseTransition"
-	EventPhaseCompleted            = "PhaseCompleted"
-	EventReconcileError            = "ReconcileError"
-	EventUpgradeSucceeded          = "UpgradeSucceeded"
-	EventUpgradeFailed             = "UpgradeFailed"
+	EventPhaseTransition  = "PhaseTransition"
+	EventPhaseCompleted   = "PhaseCompleted"
+	EventReconcileError   = "ReconcileError"
+	EventUpgradeSucceeded = "UpgradeSucceeded"
+	EventUpgradeFailed    = "UpgradeFailed"
 	// EventPreviewed says what a dry run (spec.dryRun) found.
-	EventPreviewed = "Previewed"
+	EventPreviewed                 = "Previewed"
 	EventConcurrentUpgradeBlocked  = "ConcurrentUpgradeBlocked"
 	EventImagePreloadSkipped       = "ImagePreloadSkipped"
 	EventImageCleanupSkipped       = "ImageCleanupSkipped"

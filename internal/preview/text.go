@@ -28,9 +28,9 @@ func WriteText(w io.Writer, r Report) error {
 	}
 	b.WriteString("\nNODES (in upgrade order)\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  #\tNODE\tROLE\tREADY\tPAUSED\tMIGRATE\tSHUT DOWN\tVOLUMES AT RISK")
+	_, _ = fmt.Fprintln(tw, "  #\tNODE\tROLE\tREADY\tPAUSED\tMIGRATE\tSHUT DOWN\tVOLUMES AT RISK")
 	for i, n := range r.Nodes {
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%v\t%v\t%d\t%d\t%s\n", i+1, n.Name, n.Role, n.Ready, n.Paused,
+		_, _ = fmt.Fprintf(tw, "  %d\t%s\t%s\t%v\t%v\t%d\t%d\t%s\n", i+1, n.Name, n.Role, n.Ready, n.Paused,
 			len(n.Migrate), len(n.ShutDown), dash(strings.Join(n.VolumesAtRisk, ",")))
 	}
 	_ = tw.Flush()
