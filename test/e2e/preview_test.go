@@ -12,6 +12,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -53,6 +54,11 @@ func TestPreview(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := preview.Build(plan, facts)
+	var text strings.Builder
+	if err := preview.WriteText(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("upgrade-toolkit preflight --version %s --restore-vm --pause-nodes node-3\n%s", version, text.String())
 	for k := range counter.Snapshot() {
 		if !slices.Contains([]string{"get", "list", "watch"}, k.Verb) {
 			t.Errorf("the preview made a %s request on %s", k.Verb, k.Resource)
@@ -186,6 +192,9 @@ func TestDryRun(t *testing.T) {
 		t.Fatalf("phase %s (%+v), want only Previewed", p.Status.CurrentPhase, p.Status.PhaseTransitionTimestamps)
 	}
 	pv := p.Status.Preview
+	if raw, err := yaml.Marshal(p.Status); err == nil {
+		t.Logf("status of the dry run:\n%s", raw)
+	}
 	if pv == nil || pv.WouldRun || len(pv.Failures) != 2 {
 		t.Fatalf("preview %+v: want two failures (the VMs that cannot move without restoreVM, the degraded volume)", pv)
 	}
