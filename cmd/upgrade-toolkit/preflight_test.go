@@ -37,7 +37,7 @@ func TestPreflightCommand(t *testing.T) {
 		{"no target", nil, 2, "give exactly one of --version and --image"},
 		{"both targets", []string{"--version", "v1.8.0", "--image", "iso"}, 2, "give exactly one of --version and --image"},
 		{"bad output", []string{"--version", "v1.8.0", "-o", "yaml"}, 2, `-o "yaml": use text or json`},
-		{"bad flag", []string{"--versoin", "v1.8.0"}, 2, "unknown flag"},
+		{"bad flag", []string{"--target", "v1.8.0"}, 2, "unknown flag"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := newRootCommand()
