@@ -1,6 +1,8 @@
 package controller_test
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/utils/ptr"
@@ -36,6 +38,15 @@ func TestDryRunEndsInPreviewed(t *testing.T) {
 		t.Errorf("finalizers %q, phases %+v", p.Finalizers, p.Status.PhaseTransitionTimestamps)
 	}
 	h.waitEvent(p.Name, "Previewed")
+	// With an image, the preview looks the image up; the target version is
+	// then unknown until the ISO is read, and the preview says so.
+	img := h.plan(v1beta1.UpgradePlanSpec{Image: ptr.To("no-such-iso"), DryRun: ptr.To(true)})
+	img = h.waitPhase(img.Name, v1beta1.PhasePreviewed)
+	if pv := img.Status.Preview; pv == nil || pv.WouldRun || !slices.ContainsFunc(pv.Warnings, func(w string) bool {
+		return strings.Contains(w, "eligibility: not checked")
+	}) {
+		t.Errorf("status.preview of the image plan %+v", pv)
+	}
 	if !h.absent(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.ISOImage(p.Name)}, &harvesterv1beta1.VirtualMachineImage{}) {
 		t.Error("a dry run created the ISO image")
 	}
