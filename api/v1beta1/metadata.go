@@ -25,6 +25,8 @@ const (
 	ReasonReconcileError           = "ReconcileError"
 	ReasonSucceeded                = "Succeeded"
 	ReasonFailed                   = "Failed"
+	// ReasonPreviewed is the Progressing reason of a finished dry run.
+	ReasonPreviewed = "Previewed"
 	// ReasonVerificationPending is the Degraded reason while a step's work
 	// reported success but the cluster does not show its effect yet.
 	ReasonVerificationPending = "VerificationPending"
@@ -59,11 +61,13 @@ const (
 
 // Event reasons.
 const (
-	EventPhaseTransition           = "PhaseTransition"
-	EventPhaseCompleted            = "PhaseCompleted"
-	EventReconcileError            = "ReconcileError"
-	EventUpgradeSucceeded          = "UpgradeSucceeded"
-	EventUpgradeFailed             = "UpgradeFailed"
+	EventPhaseTransition  = "PhaseTransition"
+	EventPhaseCompleted   = "PhaseCompleted"
+	EventReconcileError   = "ReconcileError"
+	EventUpgradeSucceeded = "UpgradeSucceeded"
+	EventUpgradeFailed    = "UpgradeFailed"
+	// EventPreviewed says what a dry run (spec.dryRun) found.
+	EventPreviewed                 = "Previewed"
 	EventConcurrentUpgradeBlocked  = "ConcurrentUpgradeBlocked"
 	EventImagePreloadSkipped       = "ImagePreloadSkipped"
 	EventImageCleanupSkipped       = "ImageCleanupSkipped"

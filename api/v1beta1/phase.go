@@ -5,7 +5,7 @@ package v1beta1
 // runs, and a completed value, set when its work is done; Succeeded and
 // Failed are terminal.
 //
-// +kubebuilder:validation:Enum=Initializing;Initialized;ISODownloading;ISODownloaded;RepoCreating;RepoCreated;MetadataPopulating;MetadataPopulated;ImagePreloading;ImagePreloaded;ClusterUpgrading;ClusterUpgraded;NodeUpgrading;NodeUpgraded;CleaningUp;CleanedUp;Succeeded;Failed
+// +kubebuilder:validation:Enum=Initializing;Initialized;ISODownloading;ISODownloaded;RepoCreating;RepoCreated;MetadataPopulating;MetadataPopulated;ImagePreloading;ImagePreloaded;ClusterUpgrading;ClusterUpgraded;NodeUpgrading;NodeUpgraded;CleaningUp;CleanedUp;Succeeded;Failed;Previewed
 type UpgradePlanPhase string
 
 // The phase values, in the order a successful upgrade passes through them.
@@ -28,11 +28,14 @@ const (
 	PhaseCleanedUp          UpgradePlanPhase = "CleanedUp"
 	PhaseSucceeded          UpgradePlanPhase = "Succeeded"
 	PhaseFailed             UpgradePlanPhase = "Failed"
+	// PhasePreviewed ends a dry run (spec.dryRun): the checks ran, the
+	// outcome is in status.preview, and nothing was changed.
+	PhasePreviewed UpgradePlanPhase = "Previewed"
 )
 
-// IsTerminal reports whether the phase is Succeeded or Failed.
+// IsTerminal reports whether the phase is Succeeded, Failed or Previewed.
 func (p UpgradePlanPhase) IsTerminal() bool {
-	return p == PhaseSucceeded || p == PhaseFailed
+	return p == PhaseSucceeded || p == PhaseFailed || p == PhasePreviewed
 }
 
 // The names of the pipeline's steps, as events and messages call them

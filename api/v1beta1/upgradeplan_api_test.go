@@ -126,6 +126,10 @@ func TestImmutableFields(t *testing.T) {
 			func(s *v1beta1.UpgradePlanSpec) { s.Upgrade = ptr.To("dev") }, "spec.upgrade is immutable after creation"},
 		"remove upgrade": {v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), Upgrade: ptr.To("dev")},
 			func(s *v1beta1.UpgradePlanSpec) { s.Upgrade = nil }, "spec.upgrade is immutable after creation"},
+		"turn dryRun on": {v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")},
+			func(s *v1beta1.UpgradePlanSpec) { s.DryRun = ptr.To(true) }, "spec.dryRun is immutable after creation"},
+		"turn dryRun off": {v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), DryRun: ptr.To(true)},
+			func(s *v1beta1.UpgradePlanSpec) { s.DryRun = ptr.To(false) }, "spec.dryRun is immutable after creation"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -258,7 +262,7 @@ func TestCRDDocumentsEverySpecField(t *testing.T) {
 		}
 	}
 	walk("spec", spec)
-	if len(spec.Properties) != 8 {
-		t.Errorf("spec has %d fields, want 8", len(spec.Properties))
+	if len(spec.Properties) != 9 {
+		t.Errorf("spec has %d fields, want 9", len(spec.Properties))
 	}
 }

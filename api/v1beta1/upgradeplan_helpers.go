@@ -73,3 +73,8 @@ func (p *UpgradePlan) IsFinished() bool {
 func (p *UpgradePlan) IsStarted() bool {
 	return p.Status.CurrentPhase != ""
 }
+
+// IsDryRun reports whether the plan only previews the upgrade (spec.dryRun).
+func (p *UpgradePlan) IsDryRun() bool {
+	return p.Spec.DryRun != nil && *p.Spec.DryRun
+}

@@ -12,6 +12,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="has(self.version) == has(oldSelf.version) && (!has(self.version) || self.version == oldSelf.version)",message="spec.version is immutable after creation"
 // +kubebuilder:validation:XValidation:rule="has(self.image) == has(oldSelf.image) && (!has(self.image) || self.image == oldSelf.image)",message="spec.image is immutable after creation"
 // +kubebuilder:validation:XValidation:rule="has(self.upgrade) == has(oldSelf.upgrade) && (!has(self.upgrade) || self.upgrade == oldSelf.upgrade)",message="spec.upgrade is immutable after creation"
+// +kubebuilder:validation:XValidation:rule="has(self.dryRun) == has(oldSelf.dryRun) && (!has(self.dryRun) || self.dryRun == oldSelf.dryRun)",message="spec.dryRun is immutable after creation: create a new plan without it to upgrade"
 type UpgradePlanSpec struct {
 	// Version is the name of a Harvester Version object
 	// (versions.harvesterhci.io, namespace harvester-system) that describes
@@ -81,6 +82,49 @@ type UpgradePlanSpec struct {
 	// +optional
 	// +kubebuilder:default=false
 	RestoreVM *bool `json:"restoreVM,omitempty"`
+
+	// DryRun previews the upgrade and changes nothing: the controller runs
+	// the admission checks and the version eligibility rules against the
+	// target, writes what the upgrade would do into status.preview (the
+	// nodes in upgrade order, the VMs it would shut down, the Longhorn
+	// volumes at risk, an estimate of the duration), records the event
+	// Previewed and ends in the phase Previewed. It downloads nothing,
+	// creates no repo and no Job, changes no setting, and does not hold the
+	// cluster's one upgrade slot; the webhook does not refuse it for the
+	// cluster's state, which it reports instead. Immutable after creation.
+	// `upgrade-toolkit preflight` prints the full report.
+	// +optional
+	// +kubebuilder:default=false
+	DryRun *bool `json:"dryRun,omitempty"`
+}
+
+// PreviewStatus is the outcome of a dry run (spec.dryRun), in short.
+type PreviewStatus struct {
+	// WouldRun: no check failed, so a plan with this spec would start.
+	WouldRun bool `json:"wouldRun"`
+	// Failures are the messages of the checks that failed.
+	// +optional
+	Failures []string `json:"failures,omitempty"`
+	// Warnings are the messages of the checks that warned.
+	// +optional
+	Warnings []string `json:"warnings,omitempty"`
+	// Nodes are the managed nodes in the order they would be upgraded,
+	// each as name (role), with "paused" when it is in pauseNodes.
+	// +optional
+	Nodes []string `json:"nodes,omitempty"`
+	// ShutDownVMs are the VMs that cannot be live-migrated and would be
+	// shut down, as namespace/name on node.
+	// +optional
+	ShutDownVMs []string `json:"shutDownVMs,omitempty"`
+	// VolumesAtRisk are the degraded, faulted or single-replica Longhorn
+	// volumes, with why.
+	// +optional
+	VolumesAtRisk []string `json:"volumesAtRisk,omitempty"`
+	// EstimatedMinutes is a rough estimate of the upgrade's duration.
+	EstimatedMinutes int `json:"estimatedMinutes"`
+	// NotChecked lists what only the upgrade itself checks.
+	// +optional
+	NotChecked []string `json:"notChecked,omitempty"`
 }
 
 // ImagePreloadOption controls the image preload phase.
@@ -191,6 +235,11 @@ type UpgradePlanStatus struct {
 	// Rancher's drain hooks.
 	// +optional
 	SingleNode *string `json:"singleNode,omitempty"`
+
+	// Preview is the outcome of a dry run (spec.dryRun); empty for an
+	// upgrade.
+	// +optional
+	Preview *PreviewStatus `json:"preview,omitempty"`
 
 	// ProvisionGeneration is the provisionGeneration the controller writes
 	// into the Rancher provisioning Cluster fleet-local/local to roll the

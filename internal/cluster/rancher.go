@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -148,4 +149,32 @@ func NodeOfMachine(ctx context.Context, c client.Reader, machine string) (string
 		return "", nil
 	}
 	return m.Status.NodeRef.Name, nil
+}
+
+// The role labels Rancher puts on the CAPI Machines of an RKE2 cluster.
+const (
+	LabelMachineControlPlane = "rke.cattle.io/control-plane-role"
+	LabelMachineEtcd         = "rke.cattle.io/etcd-role"
+)
+
+// MachineServesControlPlane reports whether the machine runs etcd or the
+// control plane, which Rancher rolls out before the workers.
+func MachineServesControlPlane(m *capiv1beta1.Machine) bool {
+	return m.Labels[LabelMachineControlPlane] == "true" || m.Labels[LabelMachineEtcd] == "true"
+}
+
+// CompareRolloutOrder orders machines the way Rancher rolls a new RKE2
+// version out to them, one at a time: etcd and control-plane machines
+// first, then workers, each group by machine name. The toolkit does not
+// pick the next node, Rancher does (by requesting its pre-drain hook); the
+// upgrade preview and the simulated Rancher both order nodes with this.
+func CompareRolloutOrder(a, b *capiv1beta1.Machine) int {
+	ca, cb := MachineServesControlPlane(a), MachineServesControlPlane(b)
+	switch {
+	case ca && !cb:
+		return -1
+	case cb && !ca:
+		return 1
+	}
+	return strings.Compare(a.Name, b.Name)
 }

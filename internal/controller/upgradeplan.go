@@ -66,6 +66,9 @@ func (r *PlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if !plan.DeletionTimestamp.IsZero() || plan.IsFinished() {
 		return r.finish(ctx, plan, s)
 	}
+	if plan.IsDryRun() {
+		return r.dryRun(ctx, plan, s)
+	}
 	if !plan.IsStarted() {
 		holder, err := r.slotHolder(ctx)
 		if err != nil {

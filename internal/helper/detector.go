@@ -84,12 +84,8 @@ func (d *Detector) Detect(ctx context.Context, node string) (NodeVMs, error) {
 	}
 	skip := map[types.NamespacedName]string{}
 	for i := range vmis.Items {
-		vmi := &vmis.Items[i]
-		switch {
-		case kubevirtv1.ConditionStatus(vmi.Status.Conditions, cluster.ConditionPaused) == "True":
-			skip[client.ObjectKeyFromObject(vmi)] = skipPaused
-		case vmi.Labels[cluster.LabelHarvesterUpgrade] != "":
-			skip[client.ObjectKeyFromObject(vmi)] = "upgrade repo VM"
+		if why := ShutdownSkipReason(&vmis.Items[i]); why != "" {
+			skip[client.ObjectKeyFromObject(&vmis.Items[i])] = why
 		}
 	}
 	var out NodeVMs
@@ -192,4 +188,16 @@ func (d *Detector) Shutdown(ctx context.Context, planName, node string) (Shutdow
 		return res, fmt.Errorf("%w on node %s: %s; stop them by hand (virtctl stop), then let the job retry", ErrVMShutdown, node, strings.Join(failures, "; "))
 	}
 	return res, nil
+}
+
+// ShutdownSkipReason says why the detector leaves a non-migratable instance
+// running ("paused", "upgrade repo VM"), or "" when it stops it.
+func ShutdownSkipReason(vmi *kubevirtv1.VirtualMachineInstance) string {
+	switch {
+	case kubevirtv1.ConditionStatus(vmi.Status.Conditions, cluster.ConditionPaused) == "True":
+		return skipPaused
+	case vmi.Labels[cluster.LabelHarvesterUpgrade] != "":
+		return "upgrade repo VM"
+	}
+	return ""
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
@@ -116,16 +117,44 @@ func nonMigratableReasons(vmi *kubevirtv1.VirtualMachineInstance, usable []*core
 			others = append(others, n)
 		}
 	}
-	switch required := requiredNodeAffinity(vmi); {
+	switch {
 	case len(others) == 0:
 		reasons = append(reasons, "no other Ready, schedulable, non-witness node to migrate to")
-	case required != nil && !slices.ContainsFunc(others, func(n *corev1.Node) bool {
-		ok, err := corev1helpers.MatchNodeSelectorTerms(n, required)
-		return err == nil && ok
-	}):
+	case !slices.ContainsFunc(others, func(n *corev1.Node) bool { return affinityAllows(vmi, n) }):
 		reasons = append(reasons, "its required node affinity matches no other Ready, schedulable, non-witness node")
 	}
 	return reasons
+}
+
+// affinityAllows reports whether the instance's required node affinity, if
+// any, lets it run on the node.
+func affinityAllows(vmi *kubevirtv1.VirtualMachineInstance, n *corev1.Node) bool {
+	required := requiredNodeAffinity(vmi)
+	if required == nil {
+		return true
+	}
+	ok, err := corev1helpers.MatchNodeSelectorTerms(n, required)
+	return err == nil && ok
+}
+
+// MigrationTargets names the nodes, sorted, a running instance could be
+// live-migrated to now: every other Ready, schedulable, non-witness node its
+// nodeSelector and required node affinity allow. It knows what
+// NonMigratableVMIs knows, nothing of CPU models, resources or taints.
+func MigrationTargets(vmi *kubevirtv1.VirtualMachineInstance, nodes []corev1.Node) []string {
+	var out []string
+	for i := range nodes {
+		n := &nodes[i]
+		if n.Name == vmi.Status.NodeName || !isMigrationTarget(n) || !affinityAllows(vmi, n) {
+			continue
+		}
+		if !labels.SelectorFromSet(vmi.Spec.NodeSelector).Matches(labels.Set(n.Labels)) {
+			continue
+		}
+		out = append(out, n.Name)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func requiredNodeAffinity(vmi *kubevirtv1.VirtualMachineInstance) *corev1.NodeSelector {

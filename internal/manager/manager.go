@@ -198,8 +198,9 @@ func stripJob(obj any) (any, error) {
 // +kubebuilder:rbac:groups=provisioning.cattle.io,namespace=fleet-local,resources=clusters,verbs=list;watch
 // +kubebuilder:rbac:groups=management.cattle.io,namespace=fleet-local,resources=managedcharts,verbs=list;watch
 // +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=settings,verbs=list;watch
-// +kubebuilder:rbac:groups=harvesterhci.io,namespace=kube-system,resources=addons,verbs=list;watch
-// +kubebuilder:rbac:groups=harvesterhci.io,namespace=cattle-monitoring-system,resources=addons,verbs=list;watch
+// The addons' list is granted cluster-wide for the dry run (controller/dryrun.go).
+// +kubebuilder:rbac:groups=harvesterhci.io,namespace=kube-system,resources=addons,verbs=watch
+// +kubebuilder:rbac:groups=harvesterhci.io,namespace=cattle-monitoring-system,resources=addons,verbs=watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,namespace=harvester-system,resources=endpointslices,verbs=list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,namespace=default,resources=endpointslices,verbs=list;watch
 

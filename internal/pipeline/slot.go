@@ -10,8 +10,12 @@ import (
 )
 
 // NeedsSlot reports whether a plan holds or waits for the cluster's one
-// upgrade slot: it is not finished, or it still has cleanup to do.
+// upgrade slot: it is not finished, or it still has cleanup to do. A dry
+// run changes nothing, so it never needs the slot.
 func NeedsSlot(p *v1beta1.UpgradePlan) bool {
+	if p.IsDryRun() {
+		return false
+	}
 	return !p.IsFinished() || controllerutil.ContainsFinalizer(p, v1beta1.FinalizerCleanup)
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 )
@@ -18,6 +19,11 @@ func plan(name string, created int, phase v1beta1.UpgradePlanPhase, finalizer bo
 	if finalizer {
 		p.Finalizers = []string{v1beta1.FinalizerCleanup}
 	}
+	return p
+}
+
+func dryRun(p v1beta1.UpgradePlan) v1beta1.UpgradePlan {
+	p.Spec.DryRun = ptr.To(true)
 	return p
 }
 
@@ -38,6 +44,8 @@ func TestSlotHolder(t *testing.T) {
 			[]v1beta1.UpgradePlan{plan("a", 1, v1beta1.PhaseSucceeded, true), plan("b", 2, "", false)}, "a"},
 		{"a finished and cleaned-up plan frees it",
 			[]v1beta1.UpgradePlan{plan("a", 1, v1beta1.PhaseFailed, false), plan("b", 2, "", false)}, "b"},
+		{"a dry run never takes it", []v1beta1.UpgradePlan{dryRun(plan("a", 1, "", false)), plan("b", 2, "", false)}, "b"},
+		{"nor waits for it", []v1beta1.UpgradePlan{dryRun(plan("a", 1, "", false))}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

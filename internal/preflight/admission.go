@@ -70,6 +70,11 @@ func AdmissionChecksSkipped(p *v1beta1.UpgradePlan) bool {
 	return p.Annotations[v1beta1.AnnotationSkipWebhook] == "true"
 }
 
+// AdmissionChecksDeferred reports whether the webhook leaves the checks of
+// the cluster's state to the controller: a dry run (spec.dryRun) reports
+// what they find in its status instead of being refused for it.
+func AdmissionChecksDeferred(p *v1beta1.UpgradePlan) bool { return p.IsDryRun() }
+
 // admissionCheck judges one aspect of the cluster for a new plan.
 type admissionCheck func(p *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult
 
@@ -92,13 +97,13 @@ var admissionChecks = []admissionCheck{
 }
 
 // AdmitCreate judges a new plan: its name and annotations, and, unless
-// AdmissionChecksSkipped, the state of the cluster in facts (which may be nil
-// when skipped). Every check runs; the result lists every failure.
+// AdmissionChecksSkipped, the state of the cluster in facts (nil when the
+// checks are skipped or deferred: only the plan itself is judged then). Every check runs; the result lists every failure.
 func AdmitCreate(p *v1beta1.UpgradePlan, facts *AdmissionFacts) AdmissionResult {
 	r := admitName(p)
 	r.add(admitAnnotations(nil, p.Annotations))
 	r.add(admissionForceWarning(nil, p))
-	if AdmissionChecksSkipped(p) {
+	if AdmissionChecksSkipped(p) || facts == nil {
 		return r
 	}
 	for _, check := range admissionChecks {

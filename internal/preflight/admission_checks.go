@@ -53,7 +53,7 @@ func admitNoOtherPlan(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult
 		switch {
 		case o.DeletionTimestamp != nil && !o.IsFinished():
 			r.add(admissionRefuse("upgrade %q is being deleted and still cleaning up; wait until it is gone", o.Name))
-		case o.IsFinished():
+		case o.IsFinished(), o.IsDryRun():
 		case !o.IsStarted():
 			r.add(admissionRefuse("another upgrade %q is waiting to start; only one upgrade can run at a time: "+
 				"delete it (kubectl delete upgradeplan %[1]s) or wait until it has finished", o.Name))

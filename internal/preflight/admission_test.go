@@ -294,6 +294,10 @@ func TestAdmitCreateAllows(t *testing.T) {
 			f.OtherPlans = append(f.OtherPlans, v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: "failed", DeletionTimestamp: &metav1.Time{}},
 				Status: v1beta1.UpgradePlanStatus{CurrentPhase: v1beta1.PhaseFailed}})
 		}, ""},
+		{"dry runs do not block", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) {
+			f.OtherPlans = append(f.OtherPlans, v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: "preview"},
+				Spec: v1beta1.UpgradePlanSpec{DryRun: ptr.To(true)}})
+		}, ""},
 		{"degraded volumes on two nodes are expected", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) {
 			f.Nodes, f.Machines = f.Nodes[:2], f.Machines[:2]
 			f.Volumes = append(f.Volumes, testVolume("vol-b", 3, cluster.LonghornVolumeAttached, cluster.LonghornRobustnessDegraded))

@@ -450,6 +450,10 @@ func readyTrue() common.Condition {
 // wranglerNow is a timestamp as Rancher's and Harvester's conditions carry it.
 func wranglerNow() string { return time.Now().UTC().Format(time.RFC3339) }
 
+// LostReplicaNode is the node, never created, that holds a replica of the
+// DegradedVolumes.
+const LostReplicaNode = "lost-node"
+
 // volumes places VolumesPerNode volumes per managed node, each with up to
 // three replicas on consecutive nodes.
 func (s *Sim) volumes() []statusObject {
@@ -460,6 +464,10 @@ func (s *Sim) volumes() []statusObject {
 		var placed []string
 		for r := 0; r < replicas; r++ {
 			placed = append(placed, nodes[(i+r)%len(nodes)])
+		}
+		robustness := robustnessHealthy
+		if i < s.cfg.DegradedVolumes {
+			placed[len(placed)-1], robustness = LostReplicaNode, robustnessDegraded
 		}
 		name := fmt.Sprintf("pvc-%08d-sim", i+1)
 		pvc := fmt.Sprintf("data-%d", i+1)
@@ -473,7 +481,7 @@ func (s *Sim) volumes() []statusObject {
 			},
 			status: func(o client.Object) {
 				o.(*longhornv1beta2.Volume).Status = longhornv1beta2.VolumeStatus{
-					State: cluster.LonghornVolumeAttached, Robustness: robustnessHealthy, CurrentNodeID: placed[0],
+					State: cluster.LonghornVolumeAttached, Robustness: robustness, CurrentNodeID: placed[0],
 					KubernetesStatus: longhornv1beta2.KubernetesStatus{Namespace: "default", PVCName: pvc, PVName: name},
 				}
 			},

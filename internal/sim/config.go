@@ -41,6 +41,11 @@ type Config struct {
 	// VolumesPerNode is the number of Longhorn volumes per managed node
 	// (default 1; negative for none). Replicas spread over up to three nodes.
 	VolumesPerNode int
+	// DegradedVolumes is how many of the volumes (the first ones) have a
+	// replica on a node that is gone (LostReplicaNode): Longhorn reports
+	// them degraded until someone rebuilds the replica, which never happens
+	// here.
+	DegradedVolumes int
 
 	// Disk is what every node's kubelet reports (default: 500 GiB, 100 GiB
 	// used, image GC threshold 85%); DiskByNode overrides it per node.

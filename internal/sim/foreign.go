@@ -23,8 +23,8 @@ const (
 	sucCondComplete       = "Complete"
 
 	// Rancher.
-	labelMachineControlPlane = "rke.cattle.io/control-plane-role"
-	labelMachineEtcd         = "rke.cattle.io/etcd-role"
+	labelMachineControlPlane = cluster.LabelMachineControlPlane
+	labelMachineEtcd         = cluster.LabelMachineEtcd
 	labelMachineWorker       = "rke.cattle.io/worker-role"
 	labelMachineClusterName  = "rke.cattle.io/cluster-name"
 	// rancherDrainTimeout is Rancher's drain timeout when the drain

@@ -209,6 +209,8 @@ func phaseMayFollow(prev, next v1beta1.UpgradePlanPhase) bool {
 		return false
 	case next == v1beta1.PhaseFailed:
 		return true
+	case next == v1beta1.PhasePreviewed:
+		return prev == ""
 	}
 	return phaseRank(next) > phaseRank(prev) && phaseRank(prev) >= 0
 }
@@ -219,6 +221,9 @@ func phaseMayFollow(prev, next v1beta1.UpgradePlanPhase) bool {
 func phaseSequenceError(phases []v1beta1.UpgradePlanPhase) string {
 	for i, p := range phases {
 		if i == 0 {
+			if p == v1beta1.PhasePreviewed && len(phases) == 1 {
+				return ""
+			}
 			if p != v1beta1.PhaseInitializing {
 				return fmt.Sprintf("the first recorded phase is %s, not %s", p, v1beta1.PhaseInitializing)
 			}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -153,16 +153,10 @@ func (s *Sim) rolloutMachines(ctx context.Context) ([]*rolloutMachine, error) {
 		applied, _ := decodeNodePlan(sec.Data[cluster.AppliedPlanKey])
 		out = append(out, &rolloutMachine{
 			machine: m, secret: sec, node: m.Status.NodeRef.Name, applied: applied,
-			controlPlane: m.Labels[labelMachineControlPlane] == "true" || m.Labels[labelMachineEtcd] == "true",
+			controlPlane: cluster.MachineServesControlPlane(m),
 		})
 	}
-	// Rancher reconciles etcd and control-plane machines before workers.
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].controlPlane != out[j].controlPlane {
-			return out[i].controlPlane
-		}
-		return out[i].machine.Name < out[j].machine.Name
-	})
+	slices.SortStableFunc(out, func(a, b *rolloutMachine) int { return cluster.CompareRolloutOrder(a.machine, b.machine) })
 	return out, nil
 }
 

@@ -291,6 +291,30 @@ func TestSkipAnnotations(t *testing.T) {
 	})
 }
 
+// TestDryRunDefersTheClusterChecks: a dry run on an unhealthy cluster is
+// admitted (its controller reports what is wrong), while a plan with the
+// same spec but no dryRun is refused, and a dry run still has its own
+// fields and annotations judged.
+func TestDryRunDefersTheClusterChecks(t *testing.T) {
+	removePlansAfter(t)
+	nodeCordoned(t)
+	pinnedVM(t)
+	if err := env.Client.Create(ctxFor(t), plan("upgrade")); err == nil {
+		t.Fatal("the unhealthy cluster must refuse an upgrade, or the dry run below proves nothing")
+	}
+	p := plan("preview")
+	p.Spec.DryRun = ptr.To(true)
+	if err := env.Client.Create(ctxFor(t), p); err != nil {
+		t.Fatalf("dry run refused: %v", err)
+	}
+	bad := plan("bad-annotation")
+	bad.Spec.DryRun = ptr.To(true)
+	bad.Annotations = map[string]string{v1beta1.AnnotationSkipWebhook: "yes"}
+	if err := env.Client.Create(ctxFor(t), bad); err == nil || !strings.Contains(err.Error(), `must be "true" or "false"`) {
+		t.Errorf("a dry run with a bad annotation: %v", err)
+	}
+}
+
 func TestUpdateRules(t *testing.T) {
 	removePlansAfter(t)
 	p := plan("running")

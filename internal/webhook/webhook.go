@@ -111,7 +111,7 @@ func (v *planValidator) ValidateCreate(ctx context.Context, obj runtime.Object) 
 		return nil, err
 	}
 	var facts *preflight.AdmissionFacts
-	if !preflight.AdmissionChecksSkipped(plan) {
+	if !preflight.AdmissionChecksSkipped(plan) && !preflight.AdmissionChecksDeferred(plan) {
 		if facts, err = preflight.GatherAdmissionFacts(ctx, v.reader, plan); err != nil {
 			return nil, apierrors.NewInternalError(fmt.Errorf("reading the cluster's state to check the plan: %w; "+
 				"retry, or annotate the plan with %s=\"true\" to create it unchecked", err, v1beta1.AnnotationSkipWebhook))

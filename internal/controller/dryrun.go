@@ -1,0 +1,51 @@
+package controller
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/phase"
+	"github.com/harvester/upgrade-toolkit/internal/pipeline"
+	"github.com/harvester/upgrade-toolkit/internal/preview"
+)
+
+// What a dry run reads (preview.Gather), straight from the API server.
+//
+// +kubebuilder:rbac:groups=management.harvesterhci.io,resources=upgradeplans,verbs=list
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list
+// +kubebuilder:rbac:groups=harvesterhci.io,namespace=harvester-system,resources=versions;virtualmachineimages,verbs=get
+// +kubebuilder:rbac:groups=harvesterhci.io,resources=settings,verbs=get
+// +kubebuilder:rbac:groups=harvesterhci.io,resources=virtualmachinebackups;schedulevmbackups;addons,verbs=list
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=list
+// +kubebuilder:rbac:groups=provisioning.cattle.io,namespace=fleet-local,resources=clusters,verbs=get
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,namespace=fleet-local,resources=machines,verbs=list
+// +kubebuilder:rbac:groups=management.cattle.io,namespace=fleet-local,resources=managedcharts,verbs=list
+// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=volumes,verbs=list
+
+// dryRun previews a plan with spec.dryRun: it runs the checks, writes the
+// outcome into status.preview and ends the plan in Previewed. It only reads:
+// no finalizer (nothing to clean up), no slot, no phase of the pipeline.
+func (r *PlanReconciler) dryRun(ctx context.Context, plan *v1beta1.UpgradePlan, s *phase.Scope) (ctrl.Result, error) {
+	facts, err := preview.Gather(ctx, r.APIReader, s.Plan)
+	if err != nil {
+		r.setDegraded(s, err, "")
+		return r.writeStatus(ctx, plan, s, ctrl.Result{}, err)
+	}
+	rep := preview.Build(s.Plan, facts)
+	st := &s.Plan.Status
+	st.Preview = rep.Summary()
+	pipeline.SetPhase(st, v1beta1.PhasePreviewed, s.Now())
+	msg, kind := "Dry run: the upgrade would start", corev1.EventTypeNormal
+	if !rep.WouldRun {
+		msg, kind = "Dry run: the upgrade would not start, a check failed (status.preview.failures)", corev1.EventTypeWarning
+	}
+	r.setDegraded(s, nil, "")
+	r.setCondition(s, v1beta1.ConditionAvailable, metav1.ConditionFalse, v1beta1.ReasonExecuted, "Entered one of the terminal phases")
+	r.setCondition(s, v1beta1.ConditionProgressing, metav1.ConditionFalse, v1beta1.ReasonPreviewed, msg)
+	s.Event(kind, v1beta1.EventPreviewed, "%s; estimated duration %d minutes", msg, rep.Estimate.Minutes)
+	return r.writeStatus(ctx, plan, s, ctrl.Result{}, nil)
+}

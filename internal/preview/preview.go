@@ -1,0 +1,479 @@
+// Package preview answers "what would this upgrade do?" without doing it: it
+// gathers the cluster's state through a reader (get and list only), runs the
+// admission checks and the version eligibility rules against the target, and
+// reports the nodes in the order Rancher will upgrade them, the VMs each
+// node's drain live-migrates or shuts down, the Longhorn volumes at risk,
+// the paused nodes and an estimate of the duration. The upgrade-toolkit
+// preflight command prints the Report.
+package preview
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
+	"github.com/harvester/upgrade-toolkit/internal/helper"
+	"github.com/harvester/upgrade-toolkit/internal/preflight"
+	"github.com/harvester/upgrade-toolkit/internal/release"
+)
+
+// Verdict is the outcome of one check.
+type Verdict string
+
+// The verdicts. Only Fail stops the upgrade.
+const (
+	Pass Verdict = "pass"
+	Warn Verdict = "warn"
+	Fail Verdict = "fail"
+)
+
+// Check is the verdict of one check, with what to do about it.
+type Check struct {
+	Name    string  `json:"name"`
+	Verdict Verdict `json:"verdict"`
+	Message string  `json:"message"`
+	// Fix says how to make the check pass, when the message does not.
+	Fix string `json:"fix,omitempty"`
+}
+
+// Report is the preview of an upgrade.
+type Report struct {
+	// Target is the Version or the image the plan would install.
+	Target string `json:"target"`
+	// RunningVersion is the cluster's Harvester version (setting
+	// server-version), "" when unknown.
+	RunningVersion string `json:"runningVersion,omitempty"`
+	// WouldRun: no check failed; a plan with this spec would start.
+	WouldRun bool    `json:"wouldRun"`
+	Checks   []Check `json:"checks"`
+	// NotChecked lists what only the upgrade itself checks, and when.
+	NotChecked []string `json:"notChecked"`
+	// Nodes are the managed nodes in the order they are upgraded.
+	Nodes []Node `json:"nodes"`
+	// VolumesAtRisk are the Longhorn volumes that can lose data or access
+	// while the nodes reboot in turn.
+	VolumesAtRisk []Volume `json:"volumesAtRisk"`
+	Estimate      Estimate `json:"estimate"`
+}
+
+// Node is one node's part of the upgrade.
+type Node struct {
+	Name string `json:"name"`
+	// Role is control-plane, etcd, worker or witness.
+	Role  string `json:"role"`
+	Ready bool   `json:"ready"`
+	// Paused: listed in spec.nodeUpgradeOption.pauseNodes; the upgrade
+	// waits at this node until it is removed from the list.
+	Paused bool `json:"paused"`
+	// Migrate are the VMs live-migrated away before the node's drain.
+	Migrate []MigratingVM `json:"migrate"`
+	// ShutDown are the VMs that cannot move and are stopped.
+	ShutDown []StoppedVM `json:"shutDown"`
+	// LeftRunning are non-migratable VMs the drain leaves alone (paused
+	// VMs, VMs of an old upgrade repo), with why.
+	LeftRunning []string `json:"leftRunning,omitempty"`
+	// VolumesAtRisk names the at-risk volumes attached on this node.
+	VolumesAtRisk []string `json:"volumesAtRisk,omitempty"`
+}
+
+// MigratingVM is a VM that can be live-migrated, and where to.
+type MigratingVM struct {
+	Name string `json:"name"`
+	// Targets are the nodes it can go to now (Ready, schedulable, not a
+	// witness, allowed by its nodeSelector and required node affinity).
+	Targets []string `json:"targets"`
+}
+
+// StoppedVM is a VM shut down for its node's upgrade.
+type StoppedVM struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+	// Restarted: spec.restoreVM is true, so the upgrade starts it again
+	// after its node is upgraded; otherwise it stays off.
+	Restarted bool `json:"restarted"`
+}
+
+// Volume is a Longhorn volume at risk.
+type Volume struct {
+	Name string `json:"name"`
+	// PVC is namespace/name of its claim, when it has one.
+	PVC        string `json:"pvc,omitempty"`
+	Replicas   int    `json:"replicas"`
+	State      string `json:"state,omitempty"`
+	Robustness string `json:"robustness,omitempty"`
+	// Node is the node it is attached to, "" when detached.
+	Node  string   `json:"node,omitempty"`
+	Risks []string `json:"risks"`
+}
+
+// Facts is what the preview judges, gathered by Gather.
+type Facts struct {
+	Admission *preflight.AdmissionFacts
+	// RunningVersion is the value (or default) of the setting
+	// server-version, "" when missing.
+	RunningVersion string
+	// Version is the Version spec.version names, nil when missing or when
+	// the plan names an image.
+	Version *harvesterv1beta1.Version
+}
+
+// Gather reads what Build judges plan against. It only gets and lists; pass
+// a reader that goes to the API server.
+func Gather(ctx context.Context, r client.Reader, plan *v1beta1.UpgradePlan) (*Facts, error) {
+	af, err := preflight.GatherAdmissionFacts(ctx, r, plan)
+	if err != nil {
+		return nil, err
+	}
+	f := &Facts{Admission: af}
+	setting := &harvesterv1beta1.Setting{}
+	switch err := r.Get(ctx, client.ObjectKey{Name: cluster.ServerVersionSetting}, setting); {
+	case err == nil:
+		f.RunningVersion = setting.Value
+		if f.RunningVersion == "" {
+			f.RunningVersion = setting.Default
+		}
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("reading the Harvester setting %s: %w", cluster.ServerVersionSetting, err)
+	}
+	if plan.Spec.Image == nil && plan.Spec.Version != nil && af.VersionExists {
+		v := &harvesterv1beta1.Version{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: *plan.Spec.Version}, v); err != nil {
+			return nil, fmt.Errorf("reading Version %s/%s: %w", cluster.HarvesterNamespace, *plan.Spec.Version, err)
+		}
+		f.Version = v
+	}
+	return f, nil
+}
+
+// placeholderName stands in for the name of a plan not created yet, which
+// the name check would otherwise refuse.
+const placeholderName = "upgrade-preview"
+
+// Build judges plan against the facts. It is pure: same facts, same report.
+func Build(plan *v1beta1.UpgradePlan, f *Facts) Report {
+	rep := Report{Target: target(plan), RunningVersion: f.RunningVersion, NotChecked: notChecked(plan)}
+	rep.Checks = append(admissionChecks(plan, f.Admission), eligibilityCheck(plan, f))
+	rep.VolumesAtRisk = volumesAtRisk(f.Admission)
+	rep.Nodes = nodes(plan, f.Admission, rep.VolumesAtRisk)
+	rep.Estimate = estimate(rep.Nodes)
+	rep.WouldRun = !slices.ContainsFunc(rep.Checks, func(c Check) bool { return c.Verdict == Fail })
+	return rep
+}
+
+func target(plan *v1beta1.UpgradePlan) string {
+	if plan.Spec.Image != nil {
+		return "image " + cluster.HarvesterNamespace + "/" + *plan.Spec.Image
+	}
+	if plan.Spec.Version != nil {
+		return "Version " + cluster.HarvesterNamespace + "/" + *plan.Spec.Version
+	}
+	return ""
+}
+
+// admissionChecks runs the checks the webhook runs when the plan is created.
+func admissionChecks(plan *v1beta1.UpgradePlan, f *preflight.AdmissionFacts) []Check {
+	p := plan.DeepCopy()
+	if p.Name == "" {
+		p.Name = placeholderName
+	}
+	res := preflight.AdmitCreate(p, f)
+	var out []Check
+	for _, e := range res.Errors {
+		out = append(out, Check{Name: "admission", Verdict: Fail, Message: e.Error()})
+	}
+	for _, w := range res.Warnings {
+		out = append(out, Check{Name: "admission", Verdict: Warn, Message: w})
+	}
+	if len(out) == 0 {
+		out = append(out, Check{Name: "admission", Verdict: Pass,
+			Message: "nodes, Rancher, Longhorn, backups, VMs, charts and addons are ready for an upgrade"})
+	}
+	return out
+}
+
+// eligibilityCheck applies the version rules to the running version and the
+// target Version's name and spec.minUpgradableVersion. The upgrade checks
+// them again against the release metadata in the ISO.
+func eligibilityCheck(plan *v1beta1.UpgradePlan, f *Facts) Check {
+	c := Check{Name: "eligibility"}
+	if f.RunningVersion == "" {
+		c.Verdict, c.Message = Fail, "the Harvester setting server-version is missing or empty, so the running version is unknown"
+		c.Fix = "check that Harvester is healthy (kubectl get settings.harvesterhci.io server-version)"
+		return c
+	}
+	if err := release.CheckSupportedPath(f.RunningVersion); err != nil {
+		c.Verdict, c.Message = Fail, err.Error()
+		return c
+	}
+	if plan.Forced() {
+		c.Verdict, c.Message = Warn, "spec.force is true: the version rules are skipped"
+		return c
+	}
+	if f.Version == nil {
+		c.Verdict = Warn
+		c.Message = "not checked: the target version is known only from the release metadata in the ISO, " +
+			"which the MetadataPopulate phase reads after the download"
+		return c
+	}
+	minimum := f.Version.Spec.MinUpgradableVersion
+	if err := release.CheckEligibility(f.RunningVersion, f.Version.Name, minimum, true); err != nil {
+		c.Verdict, c.Message = Fail, err.Error()
+		return c
+	}
+	c.Verdict = Pass
+	c.Message = fmt.Sprintf("%s can be upgraded to %s", f.RunningVersion, f.Version.Name)
+	if minimum != "" {
+		c.Message += " (minUpgradableVersion " + minimum + ")"
+	}
+	return c
+}
+
+// notChecked: what the upgrade checks later, because it needs the ISO or the
+// nodes' kubelets.
+func notChecked(plan *v1beta1.UpgradePlan) []string {
+	out := []string{
+		"disk space for the new images on every node (Initialize, from each kubelet's /stats/summary)",
+		"the API server's certificate expiry (Initialize)",
+		"the release metadata in the ISO's harvester-release.yaml: the eligibility rules again, " +
+			"against its harvester and minUpgradableVersion, and the supported upgrade path (MetadataPopulate)",
+	}
+	if plan.Spec.Image == nil {
+		out = append(out, "that the Version's spec.isoURL can be downloaded and matches spec.isoChecksum (ISODownload)")
+	}
+	return out
+}
+
+// volumesAtRisk: volumes that are degraded or faulted, and, on a cluster
+// where VMs can move, volumes with a single replica (their data has no other
+// copy while their node reboots).
+func volumesAtRisk(f *preflight.AdmissionFacts) []Volume {
+	multiNode := workloadNodes(f.Nodes) >= 2
+	var out []Volume
+	for _, v := range f.Volumes {
+		var risks []string
+		switch v.Status.Robustness {
+		case cluster.LonghornRobustnessDegraded:
+			risks = append(risks, "degraded: fewer healthy replicas than configured")
+		case cluster.LonghornRobustnessFaulted:
+			risks = append(risks, "faulted: no healthy replica")
+		}
+		if multiNode && v.Spec.NumberOfReplicas == 1 {
+			risks = append(risks, "single replica: no other copy while its node reboots")
+		}
+		if len(risks) == 0 {
+			continue
+		}
+		vol := Volume{Name: v.Name, Replicas: v.Spec.NumberOfReplicas, State: v.Status.State,
+			Robustness: v.Status.Robustness, Node: v.Status.CurrentNodeID, Risks: risks}
+		if k := v.Status.KubernetesStatus; k.PVCName != "" {
+			vol.PVC = k.Namespace + "/" + k.PVCName
+		}
+		out = append(out, vol)
+	}
+	slices.SortFunc(out, func(a, b Volume) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func workloadNodes(nodes []corev1.Node) int {
+	n := 0
+	for i := range nodes {
+		if _, witness := nodes[i].Labels[cluster.LabelWitnessNode]; !witness && nodes[i].Labels[cluster.LabelManagedNode] == "true" {
+			n++
+		}
+	}
+	return n
+}
+
+// nodes lists the managed nodes in Rancher's rollout order (nodes without a
+// Machine last, by name) with their VMs and volumes.
+func nodes(plan *v1beta1.UpgradePlan, f *preflight.AdmissionFacts, risky []Volume) []Node {
+	machines := slices.Clone(f.Machines)
+	slices.SortStableFunc(machines, func(a, b capiv1beta1.Machine) int { return cluster.CompareRolloutOrder(&a, &b) })
+	rank := map[string]int{}
+	role := map[string]string{}
+	for i, m := range machines {
+		if m.Status.NodeRef == nil {
+			continue
+		}
+		if _, seen := rank[m.Status.NodeRef.Name]; !seen {
+			rank[m.Status.NodeRef.Name] = i
+			role[m.Status.NodeRef.Name] = machineRole(&m)
+		}
+	}
+	var managed []corev1.Node
+	for _, n := range f.Nodes {
+		if n.Labels[cluster.LabelManagedNode] == "true" {
+			managed = append(managed, n)
+		}
+	}
+	slices.SortStableFunc(managed, func(a, b corev1.Node) int {
+		ra, oka := rank[a.Name]
+		rb, okb := rank[b.Name]
+		switch {
+		case oka && okb:
+			return ra - rb
+		case oka != okb:
+			if oka {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+
+	stuck := map[string]helper.NonMigratableVMI{}
+	for _, v := range helper.NonMigratableVMIs(f.VMIs, f.Nodes) {
+		stuck[v.Namespace+"/"+v.Name] = v
+	}
+	out := make([]Node, 0, len(managed))
+	for i := range managed {
+		n := &managed[i]
+		node := Node{Name: n.Name, Role: role[n.Name], Ready: cluster.NodeReady(n), Paused: plan.IsNodePaused(n.Name),
+			Migrate: []MigratingVM{}, ShutDown: []StoppedVM{}}
+		if _, witness := n.Labels[cluster.LabelWitnessNode]; witness {
+			node.Role = "witness"
+		} else if node.Role == "" {
+			node.Role = "worker"
+		}
+		for j := range f.VMIs {
+			vmi := &f.VMIs[j]
+			if vmi.Status.NodeName != n.Name || !running(vmi) {
+				continue
+			}
+			name := vmi.Namespace + "/" + vmi.Name
+			s, isStuck := stuck[name]
+			switch {
+			case !isStuck:
+				node.Migrate = append(node.Migrate, MigratingVM{Name: name, Targets: helper.MigrationTargets(vmi, f.Nodes)})
+			case helper.ShutdownSkipReason(vmi) != "":
+				node.LeftRunning = append(node.LeftRunning, fmt.Sprintf("%s (%s)", name, helper.ShutdownSkipReason(vmi)))
+			default:
+				node.ShutDown = append(node.ShutDown, StoppedVM{Name: name, Reason: s.Reason, Restarted: plan.RestoreVMEnabled()})
+			}
+		}
+		slices.SortFunc(node.Migrate, func(a, b MigratingVM) int { return strings.Compare(a.Name, b.Name) })
+		slices.SortFunc(node.ShutDown, func(a, b StoppedVM) int { return strings.Compare(a.Name, b.Name) })
+		slices.Sort(node.LeftRunning)
+		for _, v := range risky {
+			if v.Node == n.Name {
+				node.VolumesAtRisk = append(node.VolumesAtRisk, v.Name)
+			}
+		}
+		out = append(out, node)
+	}
+	return out
+}
+
+func running(vmi *kubevirtv1.VirtualMachineInstance) bool {
+	return vmi.Status.Phase != cluster.VMIPhaseSucceeded && vmi.Status.Phase != cluster.VMIPhaseFailed
+}
+
+func machineRole(m *capiv1beta1.Machine) string {
+	switch {
+	case m.Labels[cluster.LabelMachineControlPlane] == "true":
+		return "control-plane"
+	case m.Labels[cluster.LabelMachineEtcd] == "true":
+		return "etcd"
+	}
+	return "worker"
+}
+
+// Estimate is a rough duration of the upgrade, from fixed costs, not
+// measured on this cluster.
+type Estimate struct {
+	Minutes int `json:"minutes"`
+	// Model says how Minutes is made up.
+	Model string `json:"model"`
+}
+
+// The cost model of the estimate: typical figures of a Harvester upgrade on
+// a healthy cluster with a fast network. A slow ISO download, large image
+// preloads or slow migrations make the real upgrade longer.
+const (
+	// costCluster: ISO download, repo, image preload on all nodes in
+	// parallel, and the cluster's components.
+	costCluster = 40 * time.Minute
+	// costNode: drain, OS upgrade, reboot and RKE2 of one node.
+	costNode = 15 * time.Minute
+	// costMigration: one VM's live migration (they run one after another).
+	costMigration = time.Minute
+	// costShutdown: stopping and restarting one VM.
+	costShutdown = 2 * time.Minute
+)
+
+func estimate(nodes []Node) Estimate {
+	total := costCluster
+	migrations, shutdowns, paused := 0, 0, 0
+	for _, n := range nodes {
+		total += costNode
+		migrations += len(n.Migrate)
+		shutdowns += len(n.ShutDown)
+		if n.Paused {
+			paused++
+		}
+	}
+	total += time.Duration(migrations)*costMigration + time.Duration(shutdowns)*costShutdown
+	model := fmt.Sprintf("estimate: %v for the cluster (download, preload, components) + %v per node x %d + "+
+		"%v per live migration x %d + %v per VM shut down x %d",
+		costCluster, costNode, len(nodes), costMigration, migrations, costShutdown, shutdowns)
+	if paused > 0 {
+		model += fmt.Sprintf("; not counted: the time %d paused node(s) wait for you", paused)
+	}
+	return Estimate{Minutes: int(total / time.Minute), Model: model}
+}
+
+// summaryMaxItems caps each list of the summary, so that a large cluster's
+// dry run keeps its plan small; the preflight command lists everything.
+const summaryMaxItems = 50
+
+// Summary is the report in short, for the status of a dry-run plan.
+func (r Report) Summary() *v1beta1.PreviewStatus {
+	s := &v1beta1.PreviewStatus{WouldRun: r.WouldRun, EstimatedMinutes: r.Estimate.Minutes, NotChecked: r.NotChecked}
+	for _, c := range r.Checks {
+		msg := c.Name + ": " + c.Message
+		if c.Fix != "" {
+			msg += "; " + c.Fix
+		}
+		switch c.Verdict {
+		case Fail:
+			s.Failures = append(s.Failures, msg)
+		case Warn:
+			s.Warnings = append(s.Warnings, msg)
+		}
+	}
+	for _, n := range r.Nodes {
+		item := n.Name + " (" + n.Role + ")"
+		if n.Paused {
+			item += " paused"
+		}
+		s.Nodes = append(s.Nodes, item)
+		for _, vm := range n.ShutDown {
+			after := "stays off"
+			if vm.Restarted {
+				after = "restarted"
+			}
+			s.ShutDownVMs = append(s.ShutDownVMs, fmt.Sprintf("%s on %s (%s)", vm.Name, n.Name, after))
+		}
+	}
+	for _, v := range r.VolumesAtRisk {
+		s.VolumesAtRisk = append(s.VolumesAtRisk, v.Name+": "+strings.Join(v.Risks, "; "))
+	}
+	for _, l := range []*[]string{&s.Failures, &s.Warnings, &s.Nodes, &s.ShutDownVMs, &s.VolumesAtRisk} {
+		if len(*l) > summaryMaxItems {
+			more := len(*l) - summaryMaxItems
+			*l = append((*l)[:summaryMaxItems], fmt.Sprintf("and %d more (upgrade-toolkit preflight lists them all)", more))
+		}
+	}
+	return s
+}
