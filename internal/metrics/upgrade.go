@@ -215,3 +215,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
+
+// Names are the names of the upgrade's series as queries see them: a
+// histogram as its _bucket, _sum and _count series.
+func Names() []string {
+	var out []string
+	for _, h := range []string{PhaseDurationName, NodeUpgradeDurationName} {
+		out = append(out, h+"_bucket", h+"_sum", h+"_count")
+	}
+	return append(out, FailuresName, PlanPhaseName, PlanNodesName, SinceProgressName, NodeStateSecondsName)
+}
