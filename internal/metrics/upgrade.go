@@ -175,13 +175,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
 	c.mu.Lock()
-	reader := c.reader
+	reader, now := c.reader, c.Now()
 	c.mu.Unlock()
 	var list v1beta1.UpgradePlanList
 	if reader == nil || reader.List(ctx, &list) != nil {
 		return
 	}
-	now := c.Now()
 	for _, p := range list.Items {
 		if p.Status.CurrentPhase != "" {
 			ch <- prometheus.MustNewConstMetric(planPhaseDesc, prometheus.GaugeValue, 1, p.Name, string(p.Status.CurrentPhase))
@@ -224,4 +223,11 @@ func Names() []string {
 		out = append(out, h+"_bucket", h+"_sum", h+"_count")
 	}
 	return append(out, FailuresName, PlanPhaseName, PlanNodesName, SinceProgressName, NodeStateSecondsName)
+}
+
+// SetNow sets the clock the plans' state is reported at (tests).
+func SetNow(now func() time.Time) {
+	plans.mu.Lock()
+	defer plans.mu.Unlock()
+	plans.Now = now
 }
