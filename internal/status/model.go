@@ -271,7 +271,7 @@ func failureOf(msg string, ns []Node) *Failure {
 		f.Message = msg[:j]
 	}
 	for _, n := range ns {
-		if strings.HasSuffix(n.State, "Failed") {
+		if v1beta1.NodeUpgradeState(n.State).IsFailure() {
 			f.Node = n.Name
 		}
 	}

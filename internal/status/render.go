@@ -43,7 +43,7 @@ func Text(s *Status) string {
 			if n.Upgrade != nil {
 				took = "upgrade " + round(n.Upgrade.Duration).String() + running(n.Upgrading)
 			}
-			fmt.Fprintf(&b, "  %-12s %-24s %-26s %s\n", n.Name, n.State, took, n.Message)
+			fmt.Fprintln(&b, strings.TrimRight(fmt.Sprintf("  %-12s %-24s %-26s %s", n.Name, n.State, took, n.Message), " "))
 		}
 	}
 	if len(s.Warnings) > 0 {
@@ -145,5 +145,8 @@ func (v *View) Show(s *Status) error {
 // clocks are the durations and times in a rendered line.
 var clocks = regexp.MustCompile(`~?\b\d+(\.\d+)?(h|ms|µs|m|s)(\d+(\.\d+)?(ms|m|s))*\b|\b\d\d:\d\d:\d\d\b`)
 
-// clockless is a line without its clocks, to compare lines by what they say.
-func clockless(l string) string { return clocks.ReplaceAllString(l, "#") }
+var spaces = regexp.MustCompile(`\s+`)
+
+// clockless is a line without its clocks (nor the padding that follows
+// them), to compare lines by what they say.
+func clockless(l string) string { return spaces.ReplaceAllString(clocks.ReplaceAllString(l, "#"), " ") }
