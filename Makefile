@@ -188,6 +188,12 @@ DEMO_ARGS ?=
 demo: world build ## Upgrade a simulated 3-node Harvester cluster end to end, live (DEMO_ARGS="--nodes 5 --fault pre-drain ...").
 	$(WORLD_ENV) $(LOCALBIN)/upgrade-toolkit demo $(DEMO_ARGS)
 
+PLUGIN_DIR ?= $(HOME)/.local/bin
+
+.PHONY: kubectl-plugin
+kubectl-plugin: build ## Link bin/upgrade-toolkit as $(PLUGIN_DIR)/kubectl-upgrade_status: kubectl upgrade-status.
+	mkdir -p $(PLUGIN_DIR) && ln -sf $(abspath $(LOCALBIN))/upgrade-toolkit $(PLUGIN_DIR)/kubectl-upgrade_status
+
 ##@ Build
 
 .PHONY: build

@@ -34,7 +34,9 @@ func TestStatusFollowsAnUpgrade(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		logs := func(ctx context.Context, namespace, job string) string { return phase.LastLogLines(ctx, kube, namespace, job) }
+		logs := func(ctx context.Context, namespace, job string) string {
+			return phase.LastLogLines(ctx, kube, namespace, job)
+		}
 		s, err := status.Compute(ctx, run.Client, logs, "", time.Now())
 		if err != nil {
 			t.Errorf("status: %v", err)
