@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/metrics"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
 	"github.com/harvester/upgrade-toolkit/internal/sim"
@@ -55,7 +57,7 @@ func TestStatusFollowsAnUpgrade(t *testing.T) {
 		if step, ok := pipeline.StepOf(current); ok && !strings.Contains(text, "/8 "+step.Name+"]") {
 			t.Errorf("the text does not show the step %s:\n%s", step.Name, text)
 		}
-		if p.IsStarted() && !p.IsFinished() && s.Waiting == nil && current != "" {
+		if _, running := pipeline.Locate(current); running && s.Waiting == nil {
 			t.Errorf("a running plan shows nothing it waits for:\n%s", text)
 		}
 		var mean time.Duration
@@ -102,12 +104,13 @@ func TestStatusFollowsAnUpgrade(t *testing.T) {
 		}
 		t.Logf("status of the failed plan:\n%s", text)
 	}
-	scenario{
+	p := scenario{
 		sim:     sim.Config{Nodes: 3, Faults: sim.FaultSet{FailJobs: []sim.JobFault{{Type: sim.JobPreDrain, Node: "node-3", ExitCode: 4, Message: logLine}}}},
 		during:  check,
 		want:    v1beta1.PhaseFailed,
 		failure: "upgrading node node-3 failed",
 	}.run(t)
+	checkMetrics(t, p.Name)
 	for _, p := range []v1beta1.UpgradePlanPhase{v1beta1.PhaseISODownloading, v1beta1.PhaseClusterUpgrading, v1beta1.PhaseNodeUpgrading, v1beta1.PhaseFailed} {
 		if !seen[p] {
 			t.Errorf("status never showed phase %s (it showed %v)", p, seen)
@@ -115,5 +118,44 @@ func TestStatusFollowsAnUpgrade(t *testing.T) {
 	}
 	if !estimated {
 		t.Error("status never estimated the time left")
+	}
+}
+
+// checkMetrics: the manager (in this process) recorded the plan's phases,
+// its two node upgrades and its failure, once each.
+func checkMetrics(t *testing.T, plan string) {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["plan"] != plan {
+				continue
+			}
+			key := f.GetName() + "{" + labels["phase"] + labels["job_type"] + "}"
+			switch {
+			case m.GetHistogram() != nil:
+				got[key] += float64(m.GetHistogram().GetSampleCount())
+			case m.GetCounter() != nil:
+				got[key] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	want := map[string]float64{
+		metrics.NodeUpgradeDurationName + "{}":                                               2,
+		metrics.PhaseDurationName + "{" + v1beta1.StepClusterUpgrade + "}":                   1,
+		metrics.FailuresName + "{" + v1beta1.StepNodeUpgrade + v1beta1.JobTypePreDrain + "}": 1,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v (the plan's series: %v)", k, got[k], v, got)
+		}
 	}
 }
