@@ -83,16 +83,17 @@ func Record(stored, written *v1beta1.UpgradePlan) {
 			continue
 		}
 		prev, cur := after[i-1], after[i]
-		pos, ok := pipeline.Locate(prev.Phase)
-		if !ok || !pos.Active {
-			continue
-		}
-		step := pipeline.Steps[pos.Index]
-		switch cur.Phase {
-		case step.Completed:
+		step, inStep := pipeline.StepOf(prev.Phase)
+		switch {
+		case cur.Phase == v1beta1.PhaseFailed:
+			// In a step, or at the gate after it.
+			where := string(prev.Phase)
+			if inStep {
+				where = step.Name
+			}
+			failures.WithLabelValues(written.Name, where, failedJobType(step, &written.Status)).Inc()
+		case inStep && prev.Phase == step.Active && cur.Phase == step.Completed:
 			phaseDuration.WithLabelValues(written.Name, step.Name).Observe(cur.PhaseTransitionTimestamp.Sub(prev.PhaseTransitionTimestamp.Time).Seconds())
-		case v1beta1.PhaseFailed:
-			failures.WithLabelValues(written.Name, step.Name, failedJobType(step, &written.Status)).Inc()
 		}
 	}
 	wasDone := status.DoneTimes(&stored.Status)

@@ -142,6 +142,15 @@ func TestNamesAreWhatTheManagerExports(t *testing.T) {
 	failed := done.DeepCopy()
 	history(failed, v1beta1.PhaseCleaningUp, 12, v1beta1.PhaseFailed, 13)
 	metrics.Record(done, failed)
+	// A plan failed by the gate between two phases.
+	gated := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: "names-gated"}}
+	history(gated, v1beta1.PhaseImagePreloaded, 0)
+	gatedFailed := gated.DeepCopy()
+	history(gatedFailed, v1beta1.PhaseFailed, 1)
+	metrics.Record(gated, gatedFailed)
+	if g := gather(t, "names-gated"); g[`upgrade_toolkit_failures_total{job_type="none",phase="ImagePreload"}`] != 1 {
+		t.Errorf("a plan failed between two phases is not counted: %v", g)
+	}
 	exported := map[string]bool{}
 	for series := range gather(t, "names") {
 		exported[series[:strings.IndexByte(series, '{')]] = true
