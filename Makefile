@@ -118,10 +118,11 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD, the webhook configuration and 
 verify: generate manifests ## Fail when committed generated files are stale or go.mod is untidy.
 	go mod tidy
 	cd hack/crdgen && GOWORK=off go mod tidy
-	@if [ -n "$$(git status --porcelain -- api config $(CHART_DIR) internal/cluster/apis go.mod go.sum hack/crdgen/go.mod hack/crdgen/go.sum)" ]; then \
+	cd test/alerts && GOWORK=off go mod tidy
+	@if [ -n "$$(git status --porcelain -- api config $(CHART_DIR) internal/cluster/apis go.mod go.sum hack/crdgen/go.mod hack/crdgen/go.sum test/alerts/go.mod test/alerts/go.sum)" ]; then \
 		echo "Generated files or go.mod are stale; run 'make generate manifests' and 'go mod tidy' and commit:"; \
-		git status --porcelain -- api config $(CHART_DIR) internal/cluster/apis go.mod go.sum hack/crdgen/go.mod hack/crdgen/go.sum; \
-		git --no-pager diff --stat -- api config $(CHART_DIR) internal/cluster/apis go.mod go.sum hack/crdgen/go.mod hack/crdgen/go.sum; \
+		git status --porcelain -- api config $(CHART_DIR) internal/cluster/apis go.mod go.sum hack/crdgen/go.mod hack/crdgen/go.sum test/alerts/go.mod test/alerts/go.sum; \
+		git --no-pager diff --stat -- api config $(CHART_DIR) internal/cluster/apis go.mod go.sum hack/crdgen/go.mod hack/crdgen/go.sum test/alerts/go.mod test/alerts/go.sum; \
 		exit 1; \
 	fi
 
@@ -140,6 +141,11 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 .PHONY: test
 test: deps tools vet ## Run the unit, integration (envtest), packaging and end-to-end tests.
 	$(WORLD_ENV) KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" go test $(TEST_PKGS) -count=1 -timeout 30m $(TEST_ARGS)
+	$(MAKE) --no-print-directory test-alerts
+
+.PHONY: test-alerts
+test-alerts: ## Evaluate the chart's alert rules with Prometheus's rule parser and PromQL engine (test/alerts, a module of its own).
+	cd test/alerts && GOWORK=off go test -count=1 ./...
 
 # What the tests need, built from source and cached under bin/. The kwok, CRD,
 # helm and kustomize builds run beside the Kubernetes build (which builds
@@ -187,6 +193,12 @@ DEMO_ARGS ?=
 .PHONY: demo
 demo: world build ## Upgrade a simulated 3-node Harvester cluster end to end, live (DEMO_ARGS="--nodes 5 --fault pre-drain ...").
 	$(WORLD_ENV) $(LOCALBIN)/upgrade-toolkit demo $(DEMO_ARGS)
+
+PLUGIN_DIR ?= $(HOME)/.local/bin
+
+.PHONY: kubectl-plugin
+kubectl-plugin: build ## Link bin/upgrade-toolkit as $(PLUGIN_DIR)/kubectl-upgrade_status: kubectl upgrade-status.
+	mkdir -p $(PLUGIN_DIR) && ln -sf $(abspath $(LOCALBIN))/upgrade-toolkit $(PLUGIN_DIR)/kubectl-upgrade_status
 
 ##@ Build
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/demo"
+	"github.com/harvester/upgrade-toolkit/internal/status"
 	"github.com/harvester/upgrade-toolkit/internal/testenv"
 )
 
@@ -61,23 +62,14 @@ invariant was violated; 2 the demo could not run.`,
 		}
 		out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
 		live := output == ""
-		tty := live && isTerminal(out)
 		// Writes to the terminal: a failed write has nowhere to be reported.
 		say := func(w io.Writer, text string) { _, _ = io.WriteString(w, text) }
 		say(errOut, fmt.Sprintf("starting the control plane and a simulated %d-node Harvester cluster...\n", o.Nodes))
-		last := ""
-		res, err := demo.Run(cmd.Context(), o, func(p *v1beta1.UpgradePlan, elapsed time.Duration) {
-			if !live {
-				return
+		view := &status.View{Out: out, Terminal: isTerminal(out)}
+		res, err := demo.Run(cmd.Context(), o, func(p *v1beta1.UpgradePlan, _ time.Duration) {
+			if live {
+				_ = view.Show(status.FromPlan(p, nil, time.Now()))
 			}
-			frame := demo.Frame(p, elapsed)
-			switch {
-			case tty:
-				say(out, "\x1b[H\x1b[2J"+frame)
-			case stripElapsed(frame) != stripElapsed(last):
-				say(out, frame+"\n")
-			}
-			last = frame
 		})
 		if res == nil || res.Plan == nil {
 			return &exitError{code: 2, err: err}
@@ -117,15 +109,6 @@ func faultHelp() string {
 		fmt.Fprintf(&b, "  %-16s %s\n", n, demo.Faults[n])
 	}
 	return b.String()
-}
-
-// stripElapsed drops the first line (it carries the elapsed time), so that
-// a non-terminal output prints a frame only when something else changed.
-func stripElapsed(frame string) string {
-	if i := strings.IndexByte(frame, '\n'); i >= 0 {
-		return frame[i+1:]
-	}
-	return frame
 }
 
 func isTerminal(w any) bool {

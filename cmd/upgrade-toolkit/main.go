@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -50,10 +51,22 @@ components and then every node, one at a time, without losing a VM.`,
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := newRootCommand().ExecuteContext(ctx)
+	root := newRootCommand()
+	root.SetArgs(pluginArgs(os.Args))
+	err := root.ExecuteContext(ctx)
 	if code := reportExit(os.Stderr, err); code != 0 {
 		os.Exit(code)
 	}
+}
+
+// pluginArgs are the command's arguments; run as the kubectl plugin
+// (kubectl-upgrade_status, e.g. a symlink to this binary), the status
+// subcommand's.
+func pluginArgs(argv []string) []string {
+	if filepath.Base(argv[0]) == kubectlPlugin {
+		return append([]string{"status"}, argv[1:]...)
+	}
+	return argv[1:]
 }
 
 // reportExit prints err, if any, and returns the exit code it stands for.

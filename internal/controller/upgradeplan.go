@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/metrics"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
 )
@@ -268,6 +269,7 @@ func (r *PlanReconciler) writeStatus(ctx context.Context, stored *v1beta1.Upgrad
 		if err := r.Client.Status().Patch(ctx, s.Plan, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
 			return requeueOnConflict(err)
 		}
+		metrics.Record(stored, s.Plan)
 	}
 	for _, e := range s.Events {
 		r.Recorder.Event(s.Plan, e.Type, e.Reason, e.Message)

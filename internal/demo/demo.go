@@ -15,8 +15,8 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/apicount"
-	"github.com/harvester/upgrade-toolkit/internal/pipeline"
 	"github.com/harvester/upgrade-toolkit/internal/simrun"
+	"github.com/harvester/upgrade-toolkit/internal/status"
 )
 
 // Result is how a demo run ended.
@@ -108,55 +108,6 @@ func resumeAfter(ctx context.Context, run *simrun.Run, plan string, d time.Durat
 	_ = run.Client.Patch(ctx, p, client.MergeFrom(before))
 }
 
-// Frame renders the plan's state for the live view.
-func Frame(p *v1beta1.UpgradePlan, elapsed time.Duration) string {
-	var b strings.Builder
-	target := "?"
-	if rm := p.Status.ReleaseMetadata; rm != nil {
-		target = rm.Harvester
-	} else if p.Spec.Version != nil {
-		target = *p.Spec.Version
-	}
-	from := "?"
-	if p.Status.PreviousVersion != nil {
-		from = *p.Status.PreviousVersion
-	}
-	fmt.Fprintf(&b, "UpgradePlan %s: Harvester %s -> %s   elapsed %s\n", p.Name, from, target, elapsed.Round(100*time.Millisecond))
-	phase := string(p.Status.CurrentPhase)
-	if phase == "" {
-		phase = "(not started)"
-	}
-	fmt.Fprintf(&b, "phase   %s", phase)
-	if step, ok := pipeline.StepOf(p.Status.CurrentPhase); ok {
-		pos, _ := pipeline.Locate(p.Status.CurrentPhase)
-		fmt.Fprintf(&b, "  [%d/%d %s]", pos.Index+1, len(pipeline.Steps), step.Name)
-	}
-	b.WriteString("\n")
-	if c := p.Condition(v1beta1.ConditionProgressing); c != nil && c.Message != "" {
-		fmt.Fprintf(&b, "status  %s\n", firstLine(c.Message))
-	}
-	if c := p.Condition(v1beta1.ConditionDegraded); c != nil && c.Status == "True" {
-		fmt.Fprintf(&b, "error   %s\n", firstLine(c.Message))
-	}
-	nodes := make([]string, 0, len(p.Status.NodeUpgradeStatuses))
-	for n := range p.Status.NodeUpgradeStatuses {
-		nodes = append(nodes, n)
-	}
-	sort.Strings(nodes)
-	for _, n := range nodes {
-		st := p.Status.NodeUpgradeStatuses[n]
-		fmt.Fprintf(&b, "  %-12s %-24s %s\n", n, st.State, firstLine(st.Message))
-	}
-	return b.String()
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
-
 // Summary describes a finished run for humans.
 func Summary(r *Result) string {
 	var b strings.Builder
@@ -177,11 +128,8 @@ func Summary(r *Result) string {
 		}
 	}
 	b.WriteString("phases:\n")
-	h := p.Status.PhaseTransitionTimestamps
-	for i := 0; i+1 < len(h); i++ {
-		if pos, ok := pipeline.Locate(h[i].Phase); ok && pos.Active {
-			fmt.Fprintf(&b, "  %-18s %s\n", pipeline.Steps[pos.Index].Name, h[i+1].PhaseTransitionTimestamp.Sub(h[i].PhaseTransitionTimestamp.Time))
-		}
+	for _, pt := range status.FromPlan(p, nil, time.Now()).Phases {
+		fmt.Fprintf(&b, "  %-18s %s\n", pt.Step, pt.Duration.Duration)
 	}
 	total := 0
 	for _, n := range r.Writes {
@@ -193,6 +141,7 @@ func Summary(r *Result) string {
 	} else {
 		fmt.Fprintf(&b, "invariants VIOLATED:\n  %s\n", strings.Join(r.Violations, "\n  "))
 	}
+	b.WriteString("watch and debug a real upgrade the same way: upgrade-toolkit status --watch [PLAN] (see the README)\n")
 	return b.String()
 }
 

@@ -143,6 +143,9 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		if err := controller.Setup(mgr, opts.Phase, opts.Clock); err != nil {
 			return nil, err
 		}
+		if err := metrics.Register(mgr.GetClient()); err != nil {
+			return nil, fmt.Errorf("registering the upgrade's metrics: %w", err)
+		}
 	}
 	for _, s := range setups {
 		if err := s(mgr, opts); err != nil {

@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -221,8 +222,14 @@ func (s *Scope) lastLogLines(ctx context.Context, j *batchv1.Job) string {
 	if s.Kube == nil {
 		return ""
 	}
-	pods, err := s.Kube.CoreV1().Pods(j.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: batchv1.JobNameLabel + "=" + j.Name,
+	return LastLogLines(ctx, s.Kube, j.Namespace, j.Name)
+}
+
+// LastLogLines returns the last lines of the log of a Job's newest pod (as
+// many as a failure message quotes), or "" when there is none to read.
+func LastLogLines(ctx context.Context, kube kubernetes.Interface, namespace, job string) string {
+	pods, err := kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: batchv1.JobNameLabel + "=" + job,
 	})
 	if err != nil || len(pods.Items) == 0 {
 		return ""
@@ -233,7 +240,7 @@ func (s *Scope) lastLogLines(ctx context.Context, j *batchv1.Job) string {
 			newest = p
 		}
 	}
-	raw, err := s.Kube.CoreV1().Pods(j.Namespace).GetLogs(newest.Name, &corev1.PodLogOptions{
+	raw, err := kube.CoreV1().Pods(namespace).GetLogs(newest.Name, &corev1.PodLogOptions{
 		TailLines: ptr.To[int64](logTail),
 	}).DoRaw(ctx)
 	if err != nil {

@@ -23,6 +23,12 @@ app.kubernetes.io/name: upgrade-toolkit
 app.kubernetes.io/component: manager
 {{- end -}}
 
+{{/* The Service of the manager's metrics, as ServiceMonitors select it. */}}
+{{- define "upgrade-toolkit.metricsLabels" -}}
+app.kubernetes.io/name: upgrade-toolkit
+app.kubernetes.io/component: metrics
+{{- end -}}
+
 {{/* The manager's service account. */}}
 {{- define "upgrade-toolkit.serviceAccount" -}}
 upgrade-toolkit

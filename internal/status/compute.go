@@ -1,0 +1,127 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+)
+
+// LogReader returns the last lines of a Job's log, "" when there is none.
+type LogReader func(ctx context.Context, namespace, job string) string
+
+// maxWarnings is how many of the latest warning events the status shows.
+const maxWarnings = 5
+
+// ErrNoPlan says that the cluster has no UpgradePlan to show.
+var ErrNoPlan = errors.New("no UpgradePlan found; create one, or name it: upgrade-toolkit status PLAN")
+
+// Compute reads the plan (the newest one when name is "") and what the
+// cluster tells about it: the latest warning events and, for a failed plan
+// whose Job is still there, the end of that Job's log (logs may be nil).
+func Compute(ctx context.Context, r client.Reader, logs LogReader, name string, now time.Time) (*Status, error) {
+	var plans v1beta1.UpgradePlanList
+	if err := r.List(ctx, &plans); err != nil {
+		return nil, fmt.Errorf("listing UpgradePlans: %w", err)
+	}
+	sort.Slice(plans.Items, func(i, j int) bool {
+		return plans.Items[i].CreationTimestamp.Before(&plans.Items[j].CreationTimestamp)
+	})
+	var plan, previous *v1beta1.UpgradePlan
+	for i := range plans.Items {
+		p := &plans.Items[i]
+		if p.Name == name || (name == "" && i == len(plans.Items)-1) {
+			plan = p
+			break
+		}
+		if p.Status.CurrentPhase == v1beta1.PhaseSucceeded {
+			previous = p
+		}
+	}
+	if plan == nil {
+		if name != "" {
+			return nil, fmt.Errorf("UpgradePlan %q not found; `kubectl get upgradeplans` lists them", name)
+		}
+		return nil, ErrNoPlan
+	}
+	s := FromPlan(plan, previous, now)
+	w, err := warnings(ctx, r, plan.Name)
+	if err != nil {
+		return nil, err
+	}
+	s.Warnings = w
+	if s.Failure != nil && logs != nil {
+		if err := liveJobLog(ctx, r, logs, plan.Name, s.Failure); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// warnings are the latest warning events about the plan, oldest first.
+func warnings(ctx context.Context, r client.Reader, plan string) ([]Warning, error) {
+	var events corev1.EventList
+	if err := r.List(ctx, &events, client.MatchingFields{"involvedObject.name": plan}); err != nil {
+		return nil, fmt.Errorf("listing the events of UpgradePlan %s: %w", plan, err)
+	}
+	var out []Warning
+	for _, e := range events.Items {
+		if e.Type != corev1.EventTypeWarning || e.InvolvedObject.Kind != "UpgradePlan" {
+			continue
+		}
+		t := e.LastTimestamp
+		if t.IsZero() {
+			t.Time = e.EventTime.Time
+		}
+		out = append(out, Warning{Time: t, Reason: e.Reason, Message: firstLine(e.Message), Count: e.Count})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(&out[j].Time) })
+	if len(out) > maxWarnings {
+		out = out[len(out)-maxWarnings:]
+	}
+	return out, nil
+}
+
+// liveJobLog completes a failure from the failed Job when it is still there
+// (a finished plan's cleanup deletes its Jobs; the failure message keeps
+// the log lines read when it failed).
+func liveJobLog(ctx context.Context, r client.Reader, logs LogReader, plan string, f *Failure) error {
+	for _, ns := range []string{cluster.HarvesterNamespace, cluster.CattleNamespace} {
+		var jobs batchv1.JobList
+		if err := r.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{v1beta1.LabelUpgradePlan: plan}); err != nil {
+			return fmt.Errorf("listing the Jobs of UpgradePlan %s: %w", plan, err)
+		}
+		for _, j := range jobs.Items {
+			if !failed(&j) || (f.Job != "" && f.Job != j.Namespace+"/"+j.Name) {
+				continue
+			}
+			f.Job = j.Namespace + "/" + j.Name
+			if n := j.Labels[v1beta1.LabelNode]; n != "" {
+				f.Node = n
+			}
+			if lines := logs(ctx, j.Namespace, j.Name); lines != "" {
+				f.LogLines = strings.Split(lines, "\n")
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+func failed(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,152 @@
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Text renders the status for people, as the live view and `status` show it.
+func Text(s *Status) string {
+	var b strings.Builder
+	from, to := or(s.From, "?"), or(s.To, "?")
+	fmt.Fprintf(&b, "UpgradePlan %s: Harvester %s -> %s   elapsed %s\n", s.Plan, from, to, round(s.Elapsed.Duration))
+	fmt.Fprintf(&b, "phase     %s", s.Phase)
+	if s.Step != "" {
+		fmt.Fprintf(&b, "  [%d/%d %s]", s.StepNumber, s.Steps, s.Step)
+	}
+	b.WriteString("\n")
+	if w := s.Waiting; w != nil {
+		fmt.Fprintf(&b, "waiting   %s (since %s)\n", w.For, w.Since.UTC().Format(time.TimeOnly))
+	}
+	if s.Error != "" {
+		fmt.Fprintf(&b, "error     %s\n", s.Error)
+	}
+	if e := s.Estimate; e != nil {
+		fmt.Fprintf(&b, "time left ~%s (%s)\n", round(e.Left.Duration), e.Method)
+	}
+	if len(s.Phases) > 0 {
+		b.WriteString("phases:\n")
+		for _, p := range s.Phases {
+			fmt.Fprintf(&b, "  %-18s %s%s\n", p.Step, round(p.Duration.Duration), running(p.Running))
+		}
+	}
+	if len(s.Nodes) > 0 {
+		b.WriteString("nodes:\n")
+		for _, n := range s.Nodes {
+			took := ""
+			if n.Upgrade != nil {
+				took = "upgrade " + round(n.Upgrade.Duration).String() + running(n.Upgrading)
+			}
+			fmt.Fprintln(&b, strings.TrimRight(fmt.Sprintf("  %-12s %-24s %-26s %s", n.Name, n.State, took, n.Message), " "))
+		}
+	}
+	if len(s.Warnings) > 0 {
+		b.WriteString("warnings:\n")
+		for _, w := range s.Warnings {
+			count := ""
+			if w.Count > 1 {
+				count = fmt.Sprintf(" (x%d)", w.Count)
+			}
+			fmt.Fprintf(&b, "  %s %s: %s%s\n", w.Time.UTC().Format(time.TimeOnly), w.Reason, w.Message, count)
+		}
+	}
+	if f := s.Failure; f != nil {
+		fmt.Fprintf(&b, "failed    %s\n", firstLine(f.Message))
+		if f.Job != "" {
+			fmt.Fprintf(&b, "  Job %s", f.Job)
+			if f.Node != "" {
+				fmt.Fprintf(&b, " on node %s", f.Node)
+			}
+			b.WriteString("\n")
+		}
+		if len(f.LogLines) > 0 {
+			b.WriteString("  last log lines:\n")
+			for _, l := range f.LogLines {
+				fmt.Fprintf(&b, "    | %s\n", l)
+			}
+		}
+	}
+	return strings.TrimRight(b.String(), " \n") + "\n"
+}
+
+func running(r bool) string {
+	if r {
+		return " (running)"
+	}
+	return ""
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// Write prints the status as json or yaml.
+func Write(w io.Writer, s *Status, format string) error {
+	var out []byte
+	var err error
+	switch format {
+	case "json":
+		out, err = json.MarshalIndent(s, "", "  ")
+		out = append(out, '\n')
+	case "yaml":
+		out, err = yaml.Marshal(s)
+	default:
+		return fmt.Errorf("output format %q: use json or yaml", format)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
+	return err
+}
+
+// View shows successive statuses on a terminal (redrawn in place) or, when
+// the output is not a terminal, as plain lines: only the lines that changed
+// since the last one shown, ignoring changes of the running clocks alone.
+type View struct {
+	Out      io.Writer
+	Terminal bool
+	shown    map[string]bool
+}
+
+// Show draws one status.
+func (v *View) Show(s *Status) error {
+	text := Text(s)
+	if v.Terminal {
+		_, err := io.WriteString(v.Out, "\x1b[H\x1b[2J"+text)
+		return err
+	}
+	var b strings.Builder
+	shown := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		k := clockless(l)
+		shown[k] = true
+		if !v.shown[k] {
+			b.WriteString(l + "\n")
+		}
+	}
+	v.shown = shown
+	if b.Len() == 0 {
+		return nil
+	}
+	_, err := io.WriteString(v.Out, b.String())
+	return err
+}
+
+// clocks are the durations and times in a rendered line.
+var clocks = regexp.MustCompile(`~?\b\d+(\.\d+)?(h|ms|µs|m|s)(\d+(\.\d+)?(ms|m|s))*\b|\b\d\d:\d\d:\d\d\b`)
+
+var spaces = regexp.MustCompile(`\s+`)
+
+// clockless is a line without its clocks (nor the padding that follows
+// them), to compare lines by what they say.
+func clockless(l string) string { return spaces.ReplaceAllString(clocks.ReplaceAllString(l, "#"), " ") }

@@ -1,0 +1,236 @@
+package status
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+)
+
+var t0 = time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)
+
+func at(s int) metav1.Time { return metav1.NewTime(t0.Add(time.Duration(s) * time.Second)) }
+
+// plan builds a plan that went through the phases, each entered at the
+// given second.
+func plan(name string, steps ...any) *v1beta1.UpgradePlan {
+	p := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	p.Spec.Version = ptr.To("v1.8.0")
+	for i := 0; i < len(steps); i += 2 {
+		ph := steps[i].(v1beta1.UpgradePlanPhase)
+		p.Status.CurrentPhase = ph
+		p.Status.PhaseTransitionTimestamps = append(p.Status.PhaseTransitionTimestamps,
+			v1beta1.PhaseTransitionTimestamp{Phase: ph, PhaseTransitionTimestamp: at(steps[i+1].(int))})
+	}
+	return p
+}
+
+func withNodes(p *v1beta1.UpgradePlan, states ...any) *v1beta1.UpgradePlan {
+	p.Status.NodeUpgradeStatuses = map[string]v1beta1.NodeUpgradeStatus{}
+	for i := 0; i < len(states); i += 3 {
+		t := at(states[i+2].(int))
+		p.Status.NodeUpgradeStatuses[states[i].(string)] = v1beta1.NodeUpgradeStatus{State: states[i+1].(v1beta1.NodeUpgradeState), LastTransitionTime: &t}
+	}
+	return p
+}
+
+func withCondition(p *v1beta1.UpgradePlan, typ string, status metav1.ConditionStatus, sec int, msg string) *v1beta1.UpgradePlan {
+	p.Status.Conditions = append(p.Status.Conditions, metav1.Condition{Type: typ, Status: status, LastTransitionTime: at(sec), Message: msg})
+	return p
+}
+
+// nodeUpgrading: node-1 took 60s (from the phase's start at 100s),
+// node-2 has been upgrading 20s, node-3 waits.
+func nodeUpgrading() *v1beta1.UpgradePlan {
+	p := plan("hvst-upgrade-a", v1beta1.PhaseInitializing, 0, v1beta1.PhaseInitialized, 10, v1beta1.PhaseNodeUpgrading, 100)
+	withNodes(p, "node-1", v1beta1.NodeStatePostDrained, 160, "node-2", v1beta1.NodeStateWaitingReboot, 175, "node-3", v1beta1.NodeStateImagePreloaded, 50)
+	return withCondition(p, v1beta1.ConditionProgressing, metav1.ConditionTrue, 100, "upgrading node node-2: waiting for it to reboot\nmore")
+}
+
+// succeeded is an earlier plan: ClusterUpgrade took 200s, ImageCleanup 30s.
+func succeeded() *v1beta1.UpgradePlan {
+	return plan("hvst-upgrade-old", v1beta1.PhaseClusterUpgrading, 0, v1beta1.PhaseClusterUpgraded, 200,
+		v1beta1.PhaseCleaningUp, 500, v1beta1.PhaseCleanedUp, 530, v1beta1.PhaseSucceeded, 531)
+}
+
+func TestEstimate(t *testing.T) {
+	now := t0.Add(180 * time.Second)
+	tests := []struct {
+		name     string
+		plan     *v1beta1.UpgradePlan
+		previous *v1beta1.UpgradePlan
+		now      time.Time
+		// want is the time left, -1 for no estimate.
+		want       time.Duration
+		wantMethod []string
+	}{
+		{"nothing measured yet", plan("p", v1beta1.PhaseISODownloading, 0), nil, now, -1, nil},
+		{"a finished plan has nothing left", plan("p", v1beta1.PhaseInitializing, 0, v1beta1.PhaseFailed, 5), succeeded(), now, -1, nil},
+		{"nodes left at the mean of the finished ones, less the current one's time", nodeUpgrading(), nil, now,
+			2*60*time.Second - 20*time.Second, []string{"2 node(s) left × 1m0s per node (mean of 1 finished) - 20s spent", "not measured yet: ImageCleanup"}},
+		{"phases still to run as long as in the previous plan", nodeUpgrading(), succeeded(), now,
+			100*time.Second + 30*time.Second, []string{"ImageCleanup 30s as in hvst-upgrade-old"}},
+		{"the running phase counts what it spent already", plan("p", v1beta1.PhaseClusterUpgrading, 0), succeeded(), t0.Add(50 * time.Second),
+			150*time.Second + 30*time.Second, []string{"ClusterUpgrade 2m30s as in hvst-upgrade-old", "not measured yet: NodeUpgrade"}},
+		{"a phase that overran its previous time has none left", plan("p", v1beta1.PhaseClusterUpgrading, 0), succeeded(), t0.Add(900 * time.Second),
+			30 * time.Second, []string{"ClusterUpgrade 0s"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := FromPlan(tt.plan, tt.previous, tt.now).Estimate
+			if tt.want < 0 {
+				if e != nil {
+					t.Fatalf("got an estimate %+v, want none", e)
+				}
+				return
+			}
+			if e == nil {
+				t.Fatal("no estimate")
+			}
+			if e.Left.Duration != tt.want {
+				t.Errorf("left %s, want %s (%s)", e.Left.Duration, tt.want, e.Method)
+			}
+			for _, m := range tt.wantMethod {
+				if !strings.Contains(e.Method, m) {
+					t.Errorf("method %q does not say %q", e.Method, m)
+				}
+			}
+		})
+	}
+}
+
+func TestFromPlan(t *testing.T) {
+	now := t0.Add(180 * time.Second)
+	s := FromPlan(nodeUpgrading(), nil, now)
+	if s.Step != v1beta1.StepNodeUpgrade || s.StepNumber != 7 || s.Elapsed.Duration != 180*time.Second {
+		t.Errorf("step %s %d elapsed %s", s.Step, s.StepNumber, s.Elapsed.Duration)
+	}
+	var phases []string
+	for _, p := range s.Phases {
+		phases = append(phases, p.Step+" "+p.Duration.Duration.String())
+	}
+	if got := strings.Join(phases, ", "); got != "Initialize 10s, NodeUpgrade 1m20s" {
+		t.Errorf("phases %s", got)
+	}
+	if !s.Phases[1].Running || s.Phases[0].Running {
+		t.Errorf("only the last phase runs: %+v", s.Phases)
+	}
+	upgrade := map[string]string{}
+	for _, n := range s.Nodes {
+		if n.Upgrade != nil {
+			upgrade[n.Name] = n.Upgrade.Duration.String()
+		}
+	}
+	if upgrade["node-1"] != "1m0s" || upgrade["node-2"] != "20s" || upgrade["node-3"] != "" || !s.Nodes[1].Upgrading {
+		t.Errorf("node upgrades %v %+v", upgrade, s.Nodes)
+	}
+	if w := s.Waiting; w == nil || w.For != "upgrading node node-2: waiting for it to reboot" || !w.Since.Equal(ptr.To(at(175))) {
+		t.Errorf("waiting %+v, want node-2's reboot since node-2 moved (175s)", w)
+	}
+	if s.Failure != nil {
+		t.Errorf("a running plan has no failure: %+v", s.Failure)
+	}
+}
+
+func TestFailure(t *testing.T) {
+	msg := "upgrading node node-2 failed in PreDrainFailed: Job harvester-system/hvst-upgrade-a-pre-drain-node-2 failed (PodFailurePolicy: matching FailJob rule at index 0); last log lines:\nwaiting for the node's VMs\ngave up after 30m\nsee `kubectl -n harvester-system logs job/hvst-upgrade-a-pre-drain-node-2` for the whole log"
+	p := plan("hvst-upgrade-a", v1beta1.PhaseNodeUpgrading, 0, v1beta1.PhaseFailed, 90)
+	withNodes(p, "node-1", v1beta1.NodeStatePostDrained, 50, "node-2", v1beta1.NodeStatePreDrainFailed, 89)
+	withCondition(p, v1beta1.ConditionProgressing, metav1.ConditionFalse, 90, msg)
+	s := FromPlan(p, nil, t0.Add(time.Hour))
+	f := s.Failure
+	if f == nil {
+		t.Fatal("no failure")
+	}
+	if f.Job != "harvester-system/hvst-upgrade-a-pre-drain-node-2" || f.Node != "node-2" {
+		t.Errorf("job %q node %q", f.Job, f.Node)
+	}
+	if strings.Join(f.LogLines, "|") != "waiting for the node's VMs|gave up after 30m" {
+		t.Errorf("log lines %q", f.LogLines)
+	}
+	if strings.Contains(f.Message, "last log lines") || !strings.HasPrefix(f.Message, "upgrading node node-2 failed") {
+		t.Errorf("message %q", f.Message)
+	}
+	if s.Elapsed.Duration != 90*time.Second || s.Waiting != nil || s.Estimate != nil {
+		t.Errorf("a failed plan's clock stops at its end and it waits for nothing: %s %+v %+v", s.Elapsed.Duration, s.Waiting, s.Estimate)
+	}
+	text := Text(s)
+	for _, want := range []string{"failed    upgrading node node-2 failed", "  Job harvester-system/hvst-upgrade-a-pre-drain-node-2 on node node-2", "    | gave up after 30m"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the text does not show %q:\n%s", want, text)
+		}
+	}
+	var b bytes.Buffer
+	if err := Write(&b, s, "json"); err != nil {
+		t.Fatal(err)
+	}
+	var back Status
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil || back.Failure.LogLines[1] != "gave up after 30m" || back.Elapsed.Duration != 90*time.Second {
+		t.Errorf("json does not round-trip (%v):\n%s", err, b.String())
+	}
+	if err := Write(&b, s, "table"); err == nil {
+		t.Error("an unknown format is accepted")
+	}
+}
+
+func TestText(t *testing.T) {
+	s := FromPlan(nodeUpgrading(), succeeded(), t0.Add(180*time.Second))
+	want := `UpgradePlan hvst-upgrade-a: Harvester ? -> v1.8.0   elapsed 3m0s
+phase     NodeUpgrading  [7/8 NodeUpgrade]
+waiting   upgrading node node-2: waiting for it to reboot (since 08:02:55)
+time left ~2m10s (2 node(s) left × 1m0s per node (mean of 1 finished) - 20s spent on the current one + ImageCleanup 30s as in hvst-upgrade-old)
+phases:
+  Initialize         10s
+  NodeUpgrade        1m20s (running)
+nodes:
+  node-1       PostDrained              upgrade 1m0s
+  node-2       WaitingReboot            upgrade 20s (running)
+  node-3       ImagePreloaded
+`
+	if got := Text(s); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestViewPlainPrintsWhatChanged: off a terminal, a clock that moved is no
+// change; a node that moved is, and only its line is printed.
+func TestViewPlainPrintsWhatChanged(t *testing.T) {
+	var out bytes.Buffer
+	v := &View{Out: &out}
+	p := nodeUpgrading()
+	show := func(at time.Duration) string {
+		out.Reset()
+		if err := v.Show(FromPlan(p, nil, t0.Add(at))); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	if first := show(180 * time.Second); !strings.Contains(first, "UpgradePlan hvst-upgrade-a") || !strings.Contains(first, "node-3") {
+		t.Errorf("the first view is not whole:\n%s", first)
+	}
+	if again := show(181500 * time.Millisecond); again != "" {
+		t.Errorf("only clocks moved, yet it printed:\n%s", again)
+	}
+	withNodes(p, "node-1", v1beta1.NodeStatePostDrained, 160, "node-2", v1beta1.NodeStatePostDrained, 190, "node-3", v1beta1.NodeStatePreDraining, 191)
+	changed := show(195 * time.Second)
+	if !strings.Contains(changed, "node-2       PostDrained") || !strings.Contains(changed, "node-3       PreDraining") || strings.Contains(changed, "node-1") || strings.Contains(changed, "UpgradePlan") {
+		t.Errorf("want only node-2's and node-3's new lines (and what they changed), got:\n%s", changed)
+	}
+
+	var term bytes.Buffer
+	tv := &View{Out: &term, Terminal: true}
+	for range 2 {
+		if err := tv.Show(FromPlan(p, nil, t0.Add(200*time.Second))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.Count(term.String(), "\x1b[H\x1b[2J") != 2 {
+		t.Errorf("a terminal view redraws each time: %q", term.String())
+	}
+}

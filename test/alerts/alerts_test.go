@@ -1,0 +1,117 @@
+// Package alerts_test checks the chart's alert rules with Prometheus's own
+// code: the rule file, rendered with the chart's default values, parses and
+// validates (rulefmt), and each alert's expression, evaluated by the PromQL
+// engine on series shaped as the manager exports them (two replicas
+// scraped), fires when it should and not before. That the rules query only
+// series the manager exports is test/packaging's TestChartMonitoring.
+package alerts_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"text/template"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/promql/promqltest"
+	"go.yaml.in/yaml/v3"
+)
+
+const chart = "../../charts/upgrade-toolkit"
+
+// rules renders the chart's rule file as Helm's tpl does, with the default
+// values.
+func rules(t *testing.T) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(chart, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := template.ParseFiles(filepath.Join(chart, "monitoring/rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := tmpl.Execute(&out, map[string]any{"Values": values}); err != nil {
+		t.Fatal(err)
+	}
+	groups, errs := rulefmt.Parse(out.Bytes(), false, model.UTF8Validation, parser.NewParser(parser.Options{}), nil)
+	for _, err := range errs {
+		t.Errorf("the rule file is invalid: %v", err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	exprs := map[string]string{}
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			exprs[r.Alert] = r.Expr
+		}
+	}
+	return exprs
+}
+
+// The series, one sample a minute, as two replicas of the manager export
+// them (instance a and b): plan p1 stalls in NodeUpgrade with node-2
+// rebooting for over an hour, node-1 resting upgraded as long; plan p0
+// failed; plan p2 runs and moves.
+const series = `
+load 1m
+  upgrade_toolkit_plan_phase{instance="a",plan="p0",phase="Failed"} 1x90
+  upgrade_toolkit_plan_phase{instance="b",plan="p0",phase="Failed"} 1x90
+  upgrade_toolkit_plan_phase{instance="a",plan="p1",phase="NodeUpgrading"} 1x90
+  upgrade_toolkit_plan_seconds_since_progress{instance="a",plan="p1"} 0+60x90
+  upgrade_toolkit_plan_seconds_since_progress{instance="b",plan="p1"} 0+60x90
+  upgrade_toolkit_plan_seconds_since_progress{instance="a",plan="p2"} 0 60 0 60 0 60 0 60 0 60
+  upgrade_toolkit_node_state_seconds{instance="a",plan="p1",node="node-1",state="PostDrained"} 600+60x90
+  upgrade_toolkit_node_state_seconds{instance="a",plan="p1",node="node-2",state="WaitingReboot"} 0+60x90
+  upgrade_toolkit_node_state_seconds{instance="b",plan="p1",node="node-2",state="WaitingReboot"} 0+60x90
+  upgrade_toolkit_node_state_seconds{instance="a",plan="p1",node="node-3",state="ImagePreloaded"} 0+60x90
+`
+
+func TestAlertsFireOnRecordedSeries(t *testing.T) {
+	exprs := rules(t)
+	tests := []struct {
+		alert string
+		// evals are promqltest evals of the alert's expression, $EXPR.
+		evals string
+	}{
+		{"HarvesterUpgradeFailed", `
+eval instant at 10m $EXPR
+  {plan="p0"} 1
+`},
+		// The default stalledAfterSeconds is 3600: p1 stalls from its 61st
+		// minute; p2 never.
+		{"HarvesterUpgradeStalled", `
+eval instant at 59m $EXPR
+
+eval instant at 61m $EXPR
+  {plan="p1"} 3660
+`},
+		// node-2 is stuck rebooting past nodeStuckAfterSeconds (3600);
+		// node-1 rests upgraded and node-3 waits its turn: neither is stuck.
+		{"HarvesterUpgradeNodeStuck", `
+eval instant at 59m $EXPR
+
+eval instant at 61m $EXPR
+  {plan="p1",node="node-2",state="WaitingReboot"} 3660
+`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.alert, func(t *testing.T) {
+			expr, ok := exprs[tt.alert]
+			if !ok {
+				t.Fatalf("no alert %s in the rules (%v)", tt.alert, exprs)
+			}
+			promqltest.RunTest(t, series+strings.ReplaceAll(tt.evals, "$EXPR", expr), promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery))
+		})
+	}
+}
