@@ -41,6 +41,9 @@ const (
 	// RuleVMLeftStopped: a VM that ran before the plan and is stopped after it
 	// is recorded in the plan's restore-vm ConfigMap.
 	RuleVMLeftStopped = "vm-left-stopped"
+	// RuleVMNotRestored: after a plan that Succeeded with spec.restoreVM,
+	// every VM that ran before and was recorded runs again.
+	RuleVMNotRestored = "vm-not-restored"
 	// RuleLeftBehind: nothing labelled with the plan is left once it ended.
 	RuleLeftBehind = "left-behind"
 )
@@ -296,7 +299,8 @@ func (c *Checker) ObserveVM(vm *kubevirtv1.VirtualMachine) {
 }
 
 // CheckFinished checks a plan that ended (or was deleted): no VM that ran
-// before is left stopped unless recorded in the plan's restore-vm ConfigMap,
+// before is left stopped unless recorded in the plan's restore-vm ConfigMap
+// (and, after a Succeeded plan with spec.restoreVM, none recorded is),
 // and nothing labelled with the plan is left. It returns the new violations,
 // which Violations also lists from then on.
 func (c *Checker) CheckFinished(ctx context.Context, r client.Reader, plan string) ([]Violation, error) {
@@ -311,6 +315,11 @@ func (c *Checker) CheckFinished(ctx context.Context, r client.Reader, plan strin
 			recorded[strings.TrimSpace(key)] = true
 		}
 	}
+	p := &v1beta1.UpgradePlan{}
+	if err := r.Get(ctx, client.ObjectKey{Name: plan}, p); client.IgnoreNotFound(err) != nil {
+		return nil, err
+	}
+	restored := p.Status.CurrentPhase == v1beta1.PhaseSucceeded && p.RestoreVMEnabled()
 	var vms kubevirtv1.VirtualMachineList
 	if err := r.List(ctx, &vms); err != nil {
 		return nil, err
@@ -322,6 +331,9 @@ func (c *Checker) CheckFinished(ctx context.Context, r client.Reader, plan strin
 		want := wantsRunning(vm)
 		if c.ranBefore[key] && want != nil && !*want && !recorded[key] {
 			found = append(found, Violation{Plan: plan, Rule: RuleVMLeftStopped, Message: fmt.Sprintf("VM %s ran before the upgrade and is stopped, but %s/%s does not record it", key, cluster.HarvesterNamespace, names.RestoreVMConfigMap(plan))})
+		}
+		if c.ranBefore[key] && want != nil && !*want && recorded[key] && restored {
+			found = append(found, Violation{Plan: plan, Rule: RuleVMNotRestored, Message: fmt.Sprintf("VM %s ran before the upgrade, was recorded for restore and is still stopped after the plan Succeeded with spec.restoreVM", key)})
 		}
 	}
 	c.mu.Unlock()

@@ -218,7 +218,7 @@ func (s *Sim) singleNodeUpgradeWork(ctx context.Context, pod *corev1.Pod) error 
 // restoreVMWork is the restore-vm job: it starts the VMs recorded for its
 // node.
 func (s *Sim) restoreVMWork(ctx context.Context, pod *corev1.Pod) error {
-	node := pod.Spec.NodeName
+	node := restoreNode(pod)
 	plan := pod.Labels[v1beta1.LabelUpgradePlan]
 	cm := &corev1.ConfigMap{}
 	if err := s.reader.Get(ctx, types.NamespacedName{Namespace: cluster.HarvesterNamespace, Name: names.RestoreVMConfigMap(plan)}, cm); err != nil {

@@ -109,9 +109,14 @@ func (s *Sim) runNodeJob(ctx context.Context, pod *corev1.Pod, jobType string) e
 	return j.Run(ctx, jobType)
 }
 
+// restoreNode is the node whose VMs a restore-vm pod starts: its --node,
+// which the Job's node label repeats. The pod itself runs wherever the
+// scheduler put it, not necessarily on that node.
+func restoreNode(pod *corev1.Pod) string { return pod.Labels[v1beta1.LabelNode] }
+
 // runRestoreVM runs `upgrade-toolkit restore-vm --node <node> --upgrade <plan>`.
 func (s *Sim) runRestoreVM(ctx context.Context, pod *corev1.Pod) error {
-	node := pod.Spec.NodeName
+	node := restoreNode(pod)
 	r := &helper.Restorer{Client: s.direct, Power: helper.RunStrategyPower{Client: s.direct}, Interval: pollInterval,
 		Events: &helper.Recorder{Client: s.direct, Component: helper.ComponentRestoreVM, Host: node}}
 	_, err := r.Restore(ctx, pod.Labels[v1beta1.LabelUpgradePlan], node)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/nodejob"
 	"github.com/harvester/upgrade-toolkit/internal/sim"
 	"github.com/harvester/upgrade-toolkit/internal/simrun"
@@ -130,8 +131,8 @@ func TestPausedVMFailsAtOnce(t *testing.T) {
 
 // TestEvictionStrategyNoneIsShutDown: KubeVirt does not live-migrate a VM
 // whose evictionStrategy is None off a draining node, so the upgrade shuts
-// it down and records it for restore, instead of waiting out the
-// evacuation deadline for it.
+// it down, records it and starts it again once its node is upgraded,
+// instead of waiting out the evacuation deadline for it.
 func TestEvictionStrategyNoneIsShutDown(t *testing.T) {
 	vms := []sim.VM{
 		{Namespace: "default", Name: "no-evict", Node: "node-1", EvictionStrategy: "None"},
@@ -152,6 +153,13 @@ func TestEvictionStrategyNoneIsShutDown(t *testing.T) {
 			}
 			if recorded != "default/no-evict" {
 				t.Errorf("node-1's restore record is %q, want default/no-evict", recorded)
+			}
+			vm := &kubevirtv1.VirtualMachine{}
+			if err := run.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "no-evict"}, vm); err != nil {
+				t.Fatal(err)
+			}
+			if s := ptr.Deref(vm.Spec.RunStrategy, ""); s == "Halted" {
+				t.Errorf("VM default/no-evict was not started again (runStrategy %s)", s)
 			}
 		}}.run(t)
 }
