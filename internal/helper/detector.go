@@ -105,6 +105,11 @@ func (d *Detector) Detect(ctx context.Context, node string) (NodeVMs, error) {
 	return out, nil
 }
 
+// IsPaused reports whether the instance is paused (its Paused condition).
+func IsPaused(vmi *kubevirtv1.VirtualMachineInstance) bool {
+	return kubevirtv1.ConditionStatus(vmi.Status.Conditions, cluster.ConditionPaused) == "True"
+}
+
 // skipPaused is why the detector leaves a paused instance alone: its guest
 // cannot shut down while paused.
 const skipPaused = "paused"
@@ -194,7 +199,7 @@ func (d *Detector) Shutdown(ctx context.Context, planName, node string) (Shutdow
 // running ("paused", "upgrade repo VM"), or "" when it stops it.
 func ShutdownSkipReason(vmi *kubevirtv1.VirtualMachineInstance) string {
 	switch {
-	case kubevirtv1.ConditionStatus(vmi.Status.Conditions, cluster.ConditionPaused) == "True":
+	case IsPaused(vmi):
 		return skipPaused
 	case vmi.Labels[cluster.LabelHarvesterUpgrade] != "":
 		return "upgrade repo VM"

@@ -11,6 +11,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
 	"github.com/harvester/upgrade-toolkit/internal/helper"
 )
@@ -273,14 +274,50 @@ func admitVMsMigratable(p *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResu
 	for _, v := range stuck {
 		names = append(names, v.String())
 	}
-	if p.RestoreVMEnabled() {
-		return admissionWarn("these VMs cannot be live-migrated; each is shut down while its node is upgraded and restarted afterwards: %s",
-			admissionNames(names))
+	var r AdmissionResult
+	paused := pausedVMIs(f.VMIs, stuck)
+	if len(paused) > 0 {
+		// The pre-drain Job fails at such a VM's node: its guest cannot shut
+		// down while paused. Said now, it can be fixed before the upgrade.
+		r.add(admissionWarn("these VMs are paused and cannot be live-migrated, so the upgrade can neither move nor stop them "+
+			"and fails when it reaches their node: %s; unpause them (virtctl unpause vm) or stop them (virtctl stop) first",
+			admissionNames(paused)))
 	}
-	return AdmissionResult{Errors: field.ErrorList{field.Forbidden(admissionSpecPath.Child("restoreVM"), fmt.Sprintf(
+	if p.RestoreVMEnabled() {
+		var shutDown []string
+		for _, v := range stuck {
+			if !slices.Contains(paused, v.Namespace+"/"+v.Name) {
+				shutDown = append(shutDown, v.String())
+			}
+		}
+		if len(shutDown) > 0 {
+			r.add(admissionWarn("these VMs cannot be live-migrated; each is shut down while its node is upgraded and restarted afterwards: %s",
+				admissionNames(shutDown)))
+		}
+		return r
+	}
+	r.Errors = append(r.Errors, field.Forbidden(admissionSpecPath.Child("restoreVM"), fmt.Sprintf(
 		"VMs that cannot be live-migrated must be shut off before the upgrade: %s; shut them down, "+
 			"or set spec.restoreVM: true to let the upgrade shut them down and restart them after their node is upgraded",
-		admissionNames(names)))}}
+		admissionNames(names))))
+	return r
+}
+
+// pausedVMIs names the instances among stuck that are paused.
+func pausedVMIs(vmis []kubevirtv1.VirtualMachineInstance, stuck []helper.NonMigratableVMI) []string {
+	paused := map[string]bool{}
+	for i := range vmis {
+		if helper.IsPaused(&vmis[i]) {
+			paused[vmis[i].Namespace+"/"+vmis[i].Name] = true
+		}
+	}
+	var out []string
+	for _, v := range stuck {
+		if key := v.Namespace + "/" + v.Name; paused[key] {
+			out = append(out, key)
+		}
+	}
+	return out
 }
 
 // admitManagedChartsReady: the upgrade replaces the charts; one that is not

@@ -327,6 +327,13 @@ func TestAdmitCreateAllows(t *testing.T) {
 			v.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": "n3"}
 			f.VMIs = append(f.VMIs, v)
 		}, "these VMs cannot be live-migrated; each is shut down while its node is upgraded and restarted afterwards: default/pinned (pinned by nodeSelector kubernetes.io/hostname=n3)"},
+		{"a paused VM that cannot move", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) {
+			p.Spec.RestoreVM = ptr.To(true)
+			v := testVMI("paused", "n3")
+			v.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": "n3"}
+			v.Status.Conditions = append(v.Status.Conditions, kubevirtv1.Condition{Type: cluster.ConditionPaused, Status: "True"})
+			f.VMIs = append(f.VMIs, v)
+		}, "these VMs are paused and cannot be live-migrated, so the upgrade can neither move nor stop them and fails when it reaches their node: default/paused; unpause them"},
 		{"single node without restoreVM", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) {
 			f.Nodes, f.Machines = f.Nodes[:1], f.Machines[:1]
 		}, "single-node cluster: all 1 running VMs are shut down during the upgrade and stay off afterwards because spec.restoreVM is false"},
