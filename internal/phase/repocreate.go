@@ -72,7 +72,7 @@ func (RepoCreate) Run(ctx context.Context, s *Scope) (Result, error) {
 	if dep.Status.AvailableReplicas < 1 {
 		return s.boundedWait(s.Config.Deadlines.Repo,
 			fmt.Sprintf("waiting for the repo Deployment %s/%s: %d of %d replicas available", want.Namespace, want.Name, dep.Status.AvailableReplicas, replicas),
-			fmt.Sprintf("the repo Deployment %s/%s has no available replica: check its pods (kubectl -n %s describe deployment %s)", dep.Namespace, dep.Name, dep.Namespace, dep.Name)), nil
+			fmt.Sprintf("the repo Deployment %s/%s has no available replica: check its pods (kubectl -n %s describe deployment %s)", want.Namespace, want.Name, want.Namespace, want.Name)), nil
 	}
 	ready, err := serviceHasReadyEndpoint(ctx, s, svc)
 	if err != nil {
