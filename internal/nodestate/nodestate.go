@@ -148,10 +148,24 @@ func Decide(nodes []Node, singleNode bool) map[string]Decision {
 	return out
 }
 
+// NotStarted reports whether a node in this state has not begun its
+// upgrade: its drain, when Rancher asks for it, is still to be decided.
+func NotStarted(s v1beta1.NodeUpgradeState) bool {
+	switch s {
+	case "", v1beta1.NodeStateImagePreloading, v1beta1.NodeStateImagePreloaded, v1beta1.NodeStateUpgradePaused:
+		return true
+	}
+	return false
+}
+
+// AtHealthGate reports whether the health gate judges the node now: Rancher
+// asks to drain it and it has not begun its upgrade.
+func (n Node) AtHealthGate() bool { return n.PreDrainRequested && NotStarted(n.State) }
+
 func decide(n Node, singleNode bool, busy string) Decision {
 	keep := Decision{State: n.State}
-	switch n.State {
-	case "", v1beta1.NodeStateImagePreloading, v1beta1.NodeStateImagePreloaded, v1beta1.NodeStateUpgradePaused:
+	switch {
+	case NotStarted(n.State):
 		if n.Paused {
 			return Decision{State: v1beta1.NodeStateUpgradePaused, Reason: v1beta1.ReasonAdministrativelyPaused, Message: pausedMessage}
 		}
@@ -175,19 +189,19 @@ func decide(n Node, singleNode bool, busy string) Decision {
 		}
 		return Decision{State: v1beta1.NodeStatePreDraining}
 
-	case v1beta1.NodeStatePreDraining:
+	case n.State == v1beta1.NodeStatePreDraining:
 		return jobStep(n.State, n.PreDrain, v1beta1.JobTypePreDrain, v1beta1.NodeStatePreDrained, v1beta1.NodeStatePreDrainFailed)
 
-	case v1beta1.NodeStatePreDrained:
+	case n.State == v1beta1.NodeStatePreDrained:
 		return waitForRancher(n)
 
-	case v1beta1.NodeStatePostDraining:
+	case n.State == v1beta1.NodeStatePostDraining:
 		return jobStep(n.State, n.PostDrain, v1beta1.JobTypePostDrain, v1beta1.NodeStateWaitingReboot, v1beta1.NodeStatePostDrainFailed)
 
-	case v1beta1.NodeStateSingleNodeUpgrading:
+	case n.State == v1beta1.NodeStateSingleNodeUpgrading:
 		return jobStep(n.State, n.SingleNodeUpgrade, v1beta1.JobTypeSingleNodeUpgrade, v1beta1.NodeStateWaitingReboot, v1beta1.NodeStateSingleNodeUpgradeFailed)
 
-	case v1beta1.NodeStateWaitingReboot:
+	case n.State == v1beta1.NodeStateWaitingReboot:
 		done, failed := v1beta1.NodeStatePostDrained, v1beta1.NodeStatePostDrainFailed
 		if singleNode {
 			done, failed = v1beta1.NodeStateSingleNodeUpgraded, v1beta1.NodeStateSingleNodeUpgradeFailed

@@ -261,13 +261,6 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 	}
 
 	slices.Sort(obs.postDrainPending)
-	var unhealthy string
-	if !singleNode {
-		var err error
-		if unhealthy, err = healthGate(ctx, s, nodes, obs.jobs[v1beta1.JobTypeRestoreVM]); err != nil {
-			return nil, err
-		}
-	}
 	rm := s.Plan.Status.ReleaseMetadata
 	target := nodestate.Target{OSImage: rm.OS, KubeletVersion: release.KubeletVersionOf(rm.Kubernetes)}
 	now := s.Clock.Now()
@@ -285,7 +278,6 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 			Host:              hostOf(n),
 			Before:            nodestate.Host{BootID: st.PreviousBootID, OSImage: st.PreviousOSImage},
 			Target:            target,
-			Unhealthy:         unhealthy,
 		}
 		sec := planSecrets[n.Name]
 		if sec != nil {
@@ -311,6 +303,17 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 			}
 		}
 		obs.nodes = append(obs.nodes, o)
+	}
+	// The health gate asks the API server and lists every volume: only
+	// when Rancher waits to drain a node that has not begun its upgrade.
+	if !singleNode && slices.ContainsFunc(obs.nodes, nodestate.Node.AtHealthGate) {
+		unhealthy, err := healthGate(ctx, s, nodes, obs.jobs[v1beta1.JobTypeRestoreVM])
+		if err != nil {
+			return nil, err
+		}
+		for i := range obs.nodes {
+			obs.nodes[i].Unhealthy = unhealthy
+		}
 	}
 	return obs, nil
 }
