@@ -114,7 +114,7 @@ func showStatus(ctx context.Context, cmd *cobra.Command, c client.Reader, logs s
 		if !watch {
 			return nil
 		}
-		if s.Phase == string(v1beta1.PhaseSucceeded) || s.Phase == string(v1beta1.PhaseFailed) {
+		if v1beta1.UpgradePlanPhase(s.Phase).IsTerminal() {
 			if s.Failure != nil {
 				return &exitError{code: 1, err: errors.New("the upgrade failed")}
 			}

@@ -217,7 +217,8 @@ func (r *PlanReconciler) setConditions(s *phase.Scope, res phase.Result, runErr 
 		r.setCondition(s, v1beta1.ConditionAvailable, metav1.ConditionFalse, v1beta1.ReasonExecuted, "Entered one of the terminal phases")
 	default:
 		r.setCondition(s, v1beta1.ConditionAvailable, metav1.ConditionTrue, v1beta1.ReasonExecutable, "")
-		wasHeld := s.Plan.Condition(v1beta1.ConditionProgressing) != nil && s.Plan.Condition(v1beta1.ConditionProgressing).Reason == v1beta1.ReasonPaused
+		progressing := s.Plan.Condition(v1beta1.ConditionProgressing)
+		wasHeld := progressing != nil && progressing.Reason == v1beta1.ReasonPaused
 		switch {
 		case res.Held:
 			if r.setCondition(s, v1beta1.ConditionProgressing, metav1.ConditionFalse, v1beta1.ReasonPaused, res.Waiting) && !wasHeld {
