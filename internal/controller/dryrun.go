@@ -44,7 +44,7 @@ func (r *PlanReconciler) dryRun(ctx context.Context, plan *v1beta1.UpgradePlan, 
 		msg, kind = "Dry run: the upgrade would not start, a check failed (status.preview.failures)", corev1.EventTypeWarning
 	}
 	r.setDegraded(s, nil, "")
-	r.setCondition(s, v1beta1.ConditionAvailable, metav1.ConditionFalse, v1beta1.ReasonExecuted, "Entered one of the terminal phases")
+	r.setEnded(s)
 	r.setCondition(s, v1beta1.ConditionProgressing, metav1.ConditionFalse, v1beta1.ReasonPreviewed, msg)
 	s.Event(kind, v1beta1.EventPreviewed, "%s; estimated duration %d minutes", msg, rep.Estimate.Minutes)
 	return r.writeStatus(ctx, plan, s, ctrl.Result{}, nil)

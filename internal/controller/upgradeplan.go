@@ -203,6 +203,11 @@ func (r *PlanReconciler) setQueued(s *phase.Scope, holder *v1beta1.UpgradePlan) 
 	r.setCondition(s, v1beta1.ConditionDegraded, metav1.ConditionFalse, v1beta1.ReasonReconcileSuccess, "")
 }
 
+// setEnded marks the plan no longer available: it reached a terminal phase.
+func (r *PlanReconciler) setEnded(s *phase.Scope) {
+	r.setCondition(s, v1beta1.ConditionAvailable, metav1.ConditionFalse, v1beta1.ReasonExecuted, "Entered one of the terminal phases")
+}
+
 // setConditions summarises the pass in the plan's conditions and records the
 // events that go with their changes.
 func (r *PlanReconciler) setConditions(s *phase.Scope, res phase.Result, runErr error) {
@@ -210,11 +215,11 @@ func (r *PlanReconciler) setConditions(s *phase.Scope, res phase.Result, runErr 
 	r.setDegraded(s, runErr, res.Degraded)
 	switch st.CurrentPhase {
 	case v1beta1.PhaseSucceeded:
-		r.setCondition(s, v1beta1.ConditionAvailable, metav1.ConditionFalse, v1beta1.ReasonExecuted, "Entered one of the terminal phases")
+		r.setEnded(s)
 		r.setCondition(s, v1beta1.ConditionProgressing, metav1.ConditionFalse, v1beta1.ReasonSucceeded, "UpgradePlan has completed")
 	case v1beta1.PhaseFailed:
 		// fail set Progressing with the reason when the plan failed.
-		r.setCondition(s, v1beta1.ConditionAvailable, metav1.ConditionFalse, v1beta1.ReasonExecuted, "Entered one of the terminal phases")
+		r.setEnded(s)
 	default:
 		r.setCondition(s, v1beta1.ConditionAvailable, metav1.ConditionTrue, v1beta1.ReasonExecutable, "")
 		progressing := s.Plan.Condition(v1beta1.ConditionProgressing)
