@@ -83,6 +83,7 @@ const (
 	EventRestoreVMCompleted        = "RestoreVMCompleted"
 	EventRestoreVMFailed           = "RestoreVMFailed"
 	EventDrainBlocked              = "DrainBlocked"
+	EventUpgradeRetried            = "UpgradeRetried"
 )
 
 // Prefix is the prefix of every label and annotation this API owns.
@@ -159,6 +160,11 @@ const (
 	// upgrade-toolkit image (default rancher/harvester-upgrade-toolkit); the
 	// tag still comes from spec.upgrade or the release.
 	AnnotationUpgradeToolkitImage = Prefix + "upgrade-toolkit-image"
+	// AnnotationRetry retries a failed plan whose failure a retry can cure
+	// (status.failures[-1].retryDeadline is set): set it to any value other
+	// than status.observedRetry, e.g. the time. The failed step runs again
+	// and the plan carries on from there.
+	AnnotationRetry = Prefix + "retry"
 )
 
 // DefaultMinCertsExpirationInDay is the certificate validity the API server

@@ -2,6 +2,7 @@ package v1beta1
 
 import (
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,4 +78,41 @@ func (p *UpgradePlan) IsStarted() bool {
 // IsDryRun reports whether the plan only previews the upgrade (spec.dryRun).
 func (p *UpgradePlan) IsDryRun() bool {
 	return p.Spec.DryRun != nil && *p.Spec.DryRun
+}
+
+// LastFailure returns the plan's latest failure, nil if it never failed.
+func (p *UpgradePlan) LastFailure() *Failure {
+	if n := len(p.Status.Failures); n > 0 {
+		return &p.Status.Failures[n-1]
+	}
+	return nil
+}
+
+// AwaitsRetry reports whether the plan failed with a failure a retry can
+// cure and still holds everything a retry needs: it has not been retried,
+// cleaned up (its finalizer is on) or deleted.
+func (p *UpgradePlan) AwaitsRetry() bool {
+	f := p.LastFailure()
+	return p.Status.CurrentPhase == PhaseFailed && p.DeletionTimestamp.IsZero() && f != nil &&
+		f.RetryDeadline != nil && f.RetriedAt == nil && slices.Contains(p.Finalizers, FinalizerCleanup)
+}
+
+// RetryRequested returns the value of the retry annotation when it asks
+// for a retry the controller has not taken into account yet, "" otherwise.
+func (p *UpgradePlan) RetryRequested() string {
+	if v := p.Annotations[AnnotationRetry]; v != "" && v != p.Status.ObservedRetry {
+		return v
+	}
+	return ""
+}
+
+// RetriedAt returns when the plan was last retried (zero if never):
+// deadlines measured from an earlier moment run from here instead.
+func (p *UpgradePlan) RetriedAt() time.Time {
+	for i := len(p.Status.Failures) - 1; i >= 0; i-- {
+		if t := p.Status.Failures[i].RetriedAt; t != nil {
+			return t.Time
+		}
+	}
+	return time.Time{}
 }

@@ -265,6 +265,61 @@ type UpgradePlanStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
 	Checks []Check `json:"checks,omitempty"`
+
+	// Failures is the history of the plan's failures, oldest first. A
+	// failure a retry can cure keeps the plan, its Jobs and the settings it
+	// changed until its retryDeadline: set the retry annotation to go on
+	// from the failed step, or delete the plan to give up. Once retried,
+	// a failure stays here with when and how.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Failures []Failure `json:"failures,omitempty"`
+
+	// ObservedRetry is the value of the annotation
+	// management.harvesterhci.io/retry the controller last took into
+	// account: a retry is asked for by setting the annotation to another
+	// value.
+	// +optional
+	ObservedRetry string `json:"observedRetry,omitempty"`
+}
+
+// Failure is one failure of the plan.
+type Failure struct {
+	// Phase is the phase the plan was in when it failed; a retry goes back
+	// to it.
+	Phase UpgradePlanPhase `json:"phase"`
+	// Message says what failed and what to do.
+	Message string `json:"message"`
+	// FailedAt is when the plan failed.
+	FailedAt metav1.Time `json:"failedAt"`
+	// RetryDeadline, set when a retry can cure the failure (a Job, a node
+	// step, a download or a wait failed), is until when the plan may be
+	// retried; after it, the plan is cleaned up like any finished plan.
+	// Failures a retry cannot cure (pre-flight checks, eligibility, a bad
+	// ISO) have none: their message says what to change.
+	// +optional
+	RetryDeadline *metav1.Time `json:"retryDeadline,omitempty"`
+	// RetriedAt is when the failure was retried.
+	// +optional
+	RetriedAt *metav1.Time `json:"retriedAt,omitempty"`
+	// Retry is the value of the retry annotation that retried it.
+	// +optional
+	Retry string `json:"retry,omitempty"`
+	// Nodes lists the nodes the retry moved back to the start of their
+	// failed step: the one exception to node states moving only forward.
+	// +optional
+	// +listType=map
+	// +listMapKey=node
+	Nodes []NodeRetry `json:"nodes,omitempty"`
+}
+
+// NodeRetry is a node a retry moved back to redo its failed step.
+type NodeRetry struct {
+	Node string `json:"node"`
+	// From is the failure state the node was in.
+	From NodeUpgradeState `json:"from"`
+	// To is the state it went back to.
+	To NodeUpgradeState `json:"to"`
 }
 
 // CheckResult is the outcome of one verification check.

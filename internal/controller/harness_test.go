@@ -139,6 +139,9 @@ func newHarness(t *testing.T) *harness {
 	cfg.Kubelet = h.kubelet
 	// envtest's API server certificate is valid for 7 days only.
 	cfg.MinCertValidity = 24 * time.Hour
+	// A failed plan is cleaned up at once, unless a test of retries opens
+	// the window.
+	cfg.RetryWindow = 0
 	h.repo = releasetest.New()
 	files := h.repo.Files()
 	h.files.Store(&files)

@@ -64,6 +64,9 @@ func (r *PlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		Clock: r.Clock, Config: r.Config, Log: log.FromContext(ctx),
 	}
 
+	if plan.AwaitsRetry() {
+		return r.awaitRetry(ctx, plan, s)
+	}
 	if !plan.DeletionTimestamp.IsZero() || plan.IsFinished() {
 		return r.finish(ctx, plan, s)
 	}
@@ -118,7 +121,7 @@ func (r *PlanReconciler) runPipeline(ctx context.Context, s *phase.Scope) (phase
 		}
 		pos, located := pipeline.Locate(current)
 		if current != "" && !located {
-			r.fail(s, fmt.Sprintf("the plan is in the unknown phase %q", current))
+			r.fail(s, phase.FailFinal("the plan is in the unknown phase %q", current))
 			return phase.Result{}, nil
 		}
 		if located && pos.Active {
@@ -154,7 +157,7 @@ func (r *PlanReconciler) runPipeline(ctx context.Context, s *phase.Scope) (phase
 		nextPos, _ := pipeline.Locate(next)
 		if g, ok := r.Phases[nextPos.Index].(phase.Gate); ok {
 			if msg := g.Gate(s); msg != "" {
-				r.fail(s, msg)
+				r.fail(s, phase.FailFinal("%s", msg))
 				return phase.Result{}, nil
 			}
 		}
@@ -176,18 +179,62 @@ func stepName(p v1beta1.UpgradePlanPhase) string {
 // step failed it.
 func (r *PlanReconciler) done(s *phase.Scope, res phase.Result, err error) bool {
 	if err == nil && res.Failure != "" {
-		r.fail(s, res.Failure)
+		r.fail(s, res)
 		return false
 	}
 	return err == nil && res.Done
 }
 
-// fail moves the plan to Failed and keeps the reason in the Progressing
-// condition.
-func (r *PlanReconciler) fail(s *phase.Scope, msg string) {
-	pipeline.SetPhase(&s.Plan.Status, v1beta1.PhaseFailed, s.Now())
+// fail moves the plan to Failed, records the failure in its history and
+// keeps the reason in the Progressing condition. A failure a retry can cure
+// says how to retry, and until when.
+func (r *PlanReconciler) fail(s *phase.Scope, res phase.Result) {
+	st := &s.Plan.Status
+	f := v1beta1.Failure{Phase: st.CurrentPhase, Message: res.Failure, FailedAt: metav1.NewTime(s.Now())}
+	msg := res.Failure
+	if !res.Final && r.Config.RetryWindow > 0 {
+		until := metav1.NewTime(s.Now().Add(r.Config.RetryWindow))
+		f.RetryDeadline = &until
+		msg += "; " + phase.RetryHint(s.Plan.Name, until.Time)
+	}
+	st.Failures = append(st.Failures, f)
+	// A retry is asked for by a value set after the failure.
+	st.ObservedRetry = s.Plan.Annotations[v1beta1.AnnotationRetry]
+	pipeline.SetPhase(st, v1beta1.PhaseFailed, s.Now())
 	r.setCondition(s, v1beta1.ConditionProgressing, metav1.ConditionFalse, v1beta1.ReasonFailed, msg)
 	s.Event(corev1.EventTypeWarning, v1beta1.EventUpgradeFailed, "Upgrade failed: %s", msg)
+}
+
+// awaitRetry keeps a plan that failed for a reason a retry can cure as it
+// is until the retry annotation asks for a retry, then goes back to the
+// failed step; once the retry window has passed, it is cleaned up like any
+// finished plan.
+func (r *PlanReconciler) awaitRetry(ctx context.Context, plan *v1beta1.UpgradePlan, s *phase.Scope) (ctrl.Result, error) {
+	until := plan.LastFailure().RetryDeadline.Time
+	retry := plan.RetryRequested()
+	if retry == "" {
+		if left := until.Sub(r.Clock.Now()); left > 0 {
+			return ctrl.Result{RequeueAfter: left}, nil
+		}
+		r.setCondition(s, v1beta1.ConditionProgressing, metav1.ConditionFalse, v1beta1.ReasonFailed,
+			fmt.Sprintf("%s; not retried by %s: what the plan made and changed is cleaned up", plan.LastFailure().Message, until.UTC().Format(time.RFC3339)))
+		return r.finish(ctx, plan, s)
+	}
+	res, err := phase.PrepareRetry(ctx, s)
+	if err != nil || !res.Done {
+		if err == nil {
+			s.Log.Info("retry waiting", "for", res.Waiting)
+		}
+		r.setDegraded(s, err, "")
+		return r.writeStatus(ctx, plan, s, ctrl.Result{RequeueAfter: res.RequeueAfter}, err)
+	}
+	failed := plan.LastFailure()
+	if err := phase.Resume(ctx, s, retry); err != nil {
+		return ctrl.Result{}, err
+	}
+	s.Event(corev1.EventTypeNormal, v1beta1.EventUpgradeRetried, "Retrying from phase %s (retry %q), after: %s", failed.Phase, retry, failed.Message)
+	r.setConditions(s, phase.Wait("retrying from phase %s", failed.Phase), nil)
+	return r.writeStatus(ctx, plan, s, ctrl.Result{}, nil)
 }
 
 // setQueued reports that the plan waits for another one to finish.

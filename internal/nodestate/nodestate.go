@@ -358,3 +358,34 @@ func Upgraded(s v1beta1.NodeUpgradeState) bool {
 func Acknowledged(s v1beta1.NodeUpgradeState) (preDrain, postDrain bool) {
 	return s == v1beta1.NodeStatePreDrained, s == v1beta1.NodeStatePostDrained
 }
+
+// RetryState returns the state a node in a failure state goes back to when
+// the plan is retried: the start of the step that failed, so that the step
+// runs again and nothing before it does. A node that waited in vain for
+// Rancher waits for it again; one that did not come back in time waits for
+// its reboot again; one whose Job failed, or that came back on its old OS,
+// runs its Job again. ok is false for a state that is not a failure.
+func RetryState(s v1beta1.NodeUpgradeState, reason string) (v1beta1.NodeUpgradeState, bool) {
+	switch s {
+	case v1beta1.NodeStateImagePreloadFailed:
+		return v1beta1.NodeStateImagePreloading, true
+	case v1beta1.NodeStatePreDrainFailed:
+		return v1beta1.NodeStatePreDraining, true
+	case v1beta1.NodeStateImageCleanFailed:
+		return v1beta1.NodeStateImageCleaning, true
+	case v1beta1.NodeStatePostDrainFailed:
+		switch reason {
+		case v1beta1.ReasonRancherPlanNotApplied, v1beta1.ReasonDrainBlocked, v1beta1.ReasonKubeletVersionMismatch:
+			return v1beta1.NodeStatePreDrained, true
+		case v1beta1.ReasonRebootTimeout:
+			return v1beta1.NodeStateWaitingReboot, true
+		}
+		return v1beta1.NodeStatePostDraining, true
+	case v1beta1.NodeStateSingleNodeUpgradeFailed:
+		if reason == v1beta1.ReasonRebootTimeout {
+			return v1beta1.NodeStateWaitingReboot, true
+		}
+		return v1beta1.NodeStateSingleNodeUpgrading, true
+	}
+	return "", false
+}

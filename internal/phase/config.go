@@ -36,6 +36,10 @@ type Config struct {
 	MinCertValidity time.Duration
 	// Deadlines bound every wait.
 	Deadlines Deadlines
+	// RetryWindow is how long a plan that failed for a reason a retry can
+	// cure keeps what it made and changed, waiting for the retry
+	// annotation, before it is cleaned up; 0 cleans it up at once.
+	RetryWindow time.Duration
 }
 
 // Deadlines bound waits that could otherwise last forever; each is measured
@@ -95,6 +99,7 @@ func DefaultConfig() Config {
 			NodeJob:       2 * time.Hour,
 			HealthGate:    30 * time.Minute,
 		},
+		RetryWindow: 24 * time.Hour,
 	}
 }
 

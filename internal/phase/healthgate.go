@@ -126,7 +126,7 @@ func (s *Scope) holdAtHealthGate(node, message string) (string, string) {
 	if !s.Now().Before(deadline) {
 		return message, fmt.Sprintf("node %s waited %s for the cluster to be healthy before its drain (%s): "+
 			"fix what is named (bring the node back, let Longhorn rebuild or repair the volume, start the VMs) "+
-			"and create a new plan; spec.nodeUpgradeOption.healthGate: Relaxed skips the volumes and the VM restores, at their risk", node, s.Config.Deadlines.HealthGate.Round(time.Second), strings.TrimPrefix(message, nodestate.HealthGatePrefix))
+			"and retry the plan; spec.nodeUpgradeOption.healthGate: Relaxed skips the volumes and the VM restores, at their risk", node, s.Config.Deadlines.HealthGate.Round(time.Second), strings.TrimPrefix(message, nodestate.HealthGatePrefix))
 	}
 	return fmt.Sprintf("%s (since %s; fails at %s)", message, timestamp(since), timestamp(deadline)), ""
 }

@@ -55,10 +55,10 @@ func snapshotVersion(ctx context.Context, s *Scope) (Result, error) {
 	if !found {
 		return s.boundedWait(s.Config.Deadlines.MissingObject,
 			fmt.Sprintf("waiting for Version %s/%s to exist", cluster.HarvesterNamespace, name),
-			fmt.Sprintf("Version %s/%s does not exist: create it, or create a new plan that names an existing Version or image", cluster.HarvesterNamespace, name)), nil
+			fmt.Sprintf("Version %s/%s does not exist: create it and retry the plan, or create a new plan that names an existing Version or image", cluster.HarvesterNamespace, name)), nil
 	}
 	if v.Spec.ISOURL == "" {
-		return Fail("Version %s/%s has no spec.isoURL: set the URL of the release ISO and create a new plan", v.Namespace, v.Name), nil
+		return FailFinal("Version %s/%s has no spec.isoURL: set the URL of the release ISO and create a new plan", v.Namespace, v.Name), nil
 	}
 	st.Version = &v1beta1.VersionSnapshot{ISOURL: v.Spec.ISOURL, ISOChecksum: v.Spec.ISOChecksum}
 	return Done(), nil
@@ -95,7 +95,7 @@ func detectSingleNode(ctx context.Context, s *Scope) (Result, error) {
 	}
 	switch len(nodes) {
 	case 0:
-		return Fail("no node carries the label %s=true: this does not look like a Harvester cluster", cluster.LabelManagedNode), nil
+		return FailFinal("no node carries the label %s=true: this does not look like a Harvester cluster", cluster.LabelManagedNode), nil
 	case 1:
 		s.Plan.Status.SingleNode = &nodes[0].Name
 	default:
@@ -124,7 +124,7 @@ func checkDiskSpace(ctx context.Context, s *Scope) (Result, error) {
 		skip, err := strconv.ParseBool(v)
 		if err != nil {
 			//nolint:nilerr // a bad annotation fails the plan; it is not a reconcile error
-			return Fail("annotation %s has the value %q: use \"true\" or \"false\"", v1beta1.AnnotationSkipGCThresholdCheck, v), nil
+			return FailFinal("annotation %s has the value %q: use \"true\" or \"false\"", v1beta1.AnnotationSkipGCThresholdCheck, v), nil
 		}
 		if skip {
 			return Done(), nil
@@ -145,7 +145,7 @@ func checkDiskSpace(ctx context.Context, s *Scope) (Result, error) {
 		disks = append(disks, d)
 	}
 	if problems := preflight.DiskSpace(disks, preflight.NewImagesSize); len(problems) > 0 {
-		return Fail("pre-flight check failed: %s", strings.Join(problems, "; ")), nil
+		return FailFinal("pre-flight check failed: %s", strings.Join(problems, "; ")), nil
 	}
 	if len(unreachable) > 0 {
 		return s.boundedWait(s.Config.Deadlines.Kubelet,
@@ -164,7 +164,7 @@ func checkCerts(ctx context.Context, s *Scope) (Result, error) {
 		days, err := strconv.Atoi(v)
 		if err != nil || days <= 0 {
 			//nolint:nilerr // a bad annotation fails the plan; it is not a reconcile error
-			return Fail("annotation %s has the value %q: use a whole number of days greater than 0", v1beta1.AnnotationMinCertsExpirationInDay, v), nil
+			return FailFinal("annotation %s has the value %q: use a whole number of days greater than 0", v1beta1.AnnotationMinCertsExpirationInDay, v), nil
 		}
 		minValidity = time.Duration(days) * 24 * time.Hour
 	}
@@ -174,7 +174,7 @@ func checkCerts(ctx context.Context, s *Scope) (Result, error) {
 	}
 	certs, errs := preflight.GatherServedCerts(ctx, s.Config.DialCerts, addrs)
 	if msg := preflight.CertExpiry(certs, s.Clock.Now(), minValidity); msg != "" {
-		return Fail("pre-flight check failed: %s", msg), nil
+		return FailFinal("pre-flight check failed: %s", msg), nil
 	}
 	if len(certs) == 0 {
 		return s.boundedWait(s.Config.Deadlines.Kubelet,

@@ -36,9 +36,9 @@ func (ISODownload) Run(ctx context.Context, s *Scope) (Result, error) {
 	case p.Spec.Image != nil:
 		return s.boundedWait(s.Config.Deadlines.MissingObject,
 			fmt.Sprintf("waiting for VirtualMachineImage %s/%s (spec.image) to exist", cluster.HarvesterNamespace, name),
-			fmt.Sprintf("VirtualMachineImage %s/%s named by spec.image does not exist: upload or download the ISO first, then create a new plan", cluster.HarvesterNamespace, name)), nil
+			fmt.Sprintf("VirtualMachineImage %s/%s named by spec.image does not exist: upload or download the ISO, then retry the plan", cluster.HarvesterNamespace, name)), nil
 	case p.Status.Version == nil:
-		return Fail("the plan has neither spec.image nor a Version snapshot: this is a bug"), nil
+		return FailFinal("the plan has neither spec.image nor a Version snapshot: this is a bug"), nil
 	default:
 		img = cluster.NewISOImage(cluster.HarvesterNamespace, name,
 			p.Name+"-"+ptr.Deref(p.Spec.Version, ""), p.Status.Version.ISOURL, p.Status.Version.ISOChecksum)
@@ -53,7 +53,7 @@ func (ISODownload) Run(ctx context.Context, s *Scope) (Result, error) {
 	case cluster.Imported:
 		return Done(), nil
 	case cluster.ImportFailed:
-		return Fail("the release ISO could not be imported into VirtualMachineImage %s/%s: %s; check the ISO URL and the network, then create a new plan",
+		return Fail("the release ISO could not be imported into VirtualMachineImage %s/%s: %s; check the ISO URL and the network, then retry the plan",
 			img.Namespace, img.Name, msg), nil
 	}
 	wait := fmt.Sprintf("importing the release ISO into VirtualMachineImage %s/%s: %d%%", img.Namespace, img.Name, img.Status.Progress)

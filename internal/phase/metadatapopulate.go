@@ -31,7 +31,7 @@ func (MetadataPopulate) Run(ctx context.Context, s *Scope) (Result, error) {
 	rel, err := c.Release(ctx)
 	switch {
 	case errors.Is(err, release.ErrMalformed):
-		return Fail("the release ISO is not usable: %v; create a new plan with a good ISO", err), nil
+		return FailFinal("the release ISO is not usable: %v; create a new plan with a good ISO", err), nil
 	case err != nil:
 		r := s.boundedWait(s.Config.Deadlines.Metadata,
 			"reading the release metadata from the repo: "+err.Error(),

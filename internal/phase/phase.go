@@ -41,6 +41,10 @@ type Result struct {
 	Done bool
 	// Failure, when not empty, fails the plan with this message.
 	Failure string
+	// Final: a retry cannot cure the failure (a pre-flight check, a bad
+	// ISO); its message says what to change. Other failures (a Job, a node
+	// step, a download or a wait failed) can be retried.
+	Final bool
 	// Waiting says what the phase waits for (the Progressing message).
 	Waiting string
 	// RequeueAfter asks for another Run after this long even if nothing
@@ -57,8 +61,15 @@ type Result struct {
 // Done is the result of a completed step.
 func Done() Result { return Result{Done: true} }
 
-// Fail is the result of a step that failed the plan.
+// Fail is the result of a step that failed the plan; the plan may be
+// retried once the cause is fixed.
 func Fail(format string, args ...any) Result { return Result{Failure: fmt.Sprintf(format, args...)} }
+
+// FailFinal is the result of a step that failed the plan for a reason a
+// retry cannot cure.
+func FailFinal(format string, args ...any) Result {
+	return Result{Failure: fmt.Sprintf(format, args...), Final: true}
+}
 
 // Wait is the result of a step that waits for something it watches.
 func Wait(format string, args ...any) Result { return Result{Waiting: fmt.Sprintf(format, args...)} }

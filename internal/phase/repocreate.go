@@ -37,7 +37,7 @@ func (RepoCreate) Run(ctx context.Context, s *Scope) (Result, error) {
 		}
 	}
 	if replicas == 0 {
-		return Fail("no managed node can run the upgrade repo: every node is a witness node"), nil
+		return FailFinal("no managed node can run the upgrade repo: every node is a witness node"), nil
 	}
 	replicas = min(replicas, 2)
 	checksum, err := isoChecksum(ctx, s)

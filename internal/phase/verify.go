@@ -64,6 +64,10 @@ type gate struct {
 // check failed or a pending one outlived the deadline, waiting otherwise.
 func (s *Scope) verify(g gate, checks []check) Result {
 	wasVerified := s.gatePassed(g.name)
+	if retried := s.Plan.RetriedAt(); retried.After(g.since) {
+		// A retry gives the gate its whole deadline again.
+		g.since = retried
+	}
 	var failures, waits, warnings []string
 	for _, c := range checks {
 		s.setCheck(g.name+"/"+c.name, c.result, c.message)

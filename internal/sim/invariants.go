@@ -165,7 +165,11 @@ func (c *Checker) ObservePlan(p *v1beta1.UpgradePlan) {
 	}
 
 	cur := p.Status.CurrentPhase
-	if cur != t.phase && t.phase != "" && !phaseMayFollow(t.phase, cur) {
+	var retried *v1beta1.Failure
+	if f := p.LastFailure(); f != nil && f.RetriedAt != nil {
+		retried = f
+	}
+	if cur != t.phase && t.phase != "" && !phaseMayFollow(t.phase, cur, retried) {
 		bad(RulePhaseOrder, "phase moved from %s to %s", t.phase, cur)
 	}
 	if cur != "" {
@@ -178,7 +182,7 @@ func (c *Checker) ObservePlan(p *v1beta1.UpgradePlan) {
 	if len(phases) < len(t.phases) || !slices.Equal(phases[:len(t.phases)], t.phases) {
 		bad(RulePhaseOrder, "phaseTransitionTimestamps was rewritten: %s became %s", joinPhases(t.phases), joinPhases(phases))
 	}
-	if msg := phaseSequenceError(phases); msg != "" {
+	if msg := phaseSequenceError(phases, p.Status.Failures); msg != "" {
 		bad(RulePhaseOrder, "%s", msg)
 	}
 	if cur != "" && len(phases) > 0 && phases[len(phases)-1] != cur {
@@ -188,7 +192,7 @@ func (c *Checker) ObservePlan(p *v1beta1.UpgradePlan) {
 
 	var draining []string
 	for node, st := range p.Status.NodeUpgradeStatuses {
-		if prev, ok := t.states[node]; ok && !v1beta1.CanMoveNodeState(prev, st.State) {
+		if prev, ok := t.states[node]; ok && !v1beta1.CanMoveNodeState(prev, st.State) && !retriedNode(retried, node, prev, st.State) {
 			bad(RuleNodeStateForward, "node %s moved from %s to %s", node, prev, st.State)
 		}
 		t.states[node] = st.State
@@ -206,8 +210,11 @@ func (c *Checker) ObservePlan(p *v1beta1.UpgradePlan) {
 // phase next: forward in pipeline order (several steps in one write are
 // allowed here; phaseTransitionTimestamps must still list each), or Failed
 // from any phase that is not terminal.
-func phaseMayFollow(prev, next v1beta1.UpgradePlanPhase) bool {
+func phaseMayFollow(prev, next v1beta1.UpgradePlanPhase, retried *v1beta1.Failure) bool {
 	switch {
+	case prev == v1beta1.PhaseFailed && retried != nil:
+		// A retry goes back to the phase that failed.
+		return next == retried.Phase || phaseMayFollow(retried.Phase, next, nil)
 	case prev.IsTerminal():
 		return false
 	case next == v1beta1.PhaseFailed:
@@ -220,9 +227,17 @@ func phaseMayFollow(prev, next v1beta1.UpgradePlanPhase) bool {
 
 // phaseSequenceError describes what is wrong with a recorded phase sequence,
 // "" when nothing: it starts with Initializing and each phase is the next in
-// pipeline order, or Failed after a phase that is not terminal.
-func phaseSequenceError(phases []v1beta1.UpgradePlanPhase) string {
+// pipeline order, or Failed after a phase that is not terminal, or, after
+// the n-th Failed, the phase the n-th failure was retried in.
+func phaseSequenceError(phases []v1beta1.UpgradePlanPhase, failures []v1beta1.Failure) string {
+	failed := 0
 	for i, p := range phases {
+		if i > 0 && phases[i-1] == v1beta1.PhaseFailed {
+			failed++
+			if f := failed - 1; f < len(failures) && failures[f].RetriedAt != nil && failures[f].Phase == p {
+				continue
+			}
+		}
 		if i == 0 {
 			if p == v1beta1.PhasePreviewed && len(phases) == 1 {
 				return ""
@@ -239,6 +254,20 @@ func phaseSequenceError(phases []v1beta1.UpgradePlanPhase) string {
 		}
 	}
 	return ""
+}
+
+// retriedNode reports whether a retry moved the node back from state prev,
+// and the node went on from there to cur.
+func retriedNode(retried *v1beta1.Failure, node string, prev, cur v1beta1.NodeUpgradeState) bool {
+	if retried == nil {
+		return false
+	}
+	for _, n := range retried.Nodes {
+		if n.Node == node && n.From == prev && v1beta1.CanMoveNodeState(n.To, cur) {
+			return true
+		}
+	}
+	return false
 }
 
 func joinPhases(ps []v1beta1.UpgradePlanPhase) string {

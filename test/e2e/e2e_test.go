@@ -62,6 +62,9 @@ type scenario struct {
 	restarts bool
 	// deadlines shortens the manager's deadlines for the scenario.
 	deadlines func(*phase.Deadlines)
+	// retryWindow keeps a plan that failed for a retry for this long;
+	// without it a failed plan is cleaned up at once.
+	retryWindow time.Duration
 	want      v1beta1.UpgradePlanPhase
 	// failure is what the failure message must say.
 	failure string
@@ -136,6 +139,7 @@ func (sc scenario) run(t *testing.T) *v1beta1.UpgradePlan {
 		}
 	}()
 	run.PhaseConfig().Deadlines.Reboot = 10 * time.Second
+	run.PhaseConfig().RetryWindow = sc.retryWindow
 	if sc.deadlines != nil {
 		sc.deadlines(&run.PhaseConfig().Deadlines)
 	}

@@ -1,0 +1,134 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/names"
+	"github.com/harvester/upgrade-toolkit/internal/sim"
+	"github.com/harvester/upgrade-toolkit/internal/simrun"
+)
+
+// TestRetry: a plan that failed for a reason a retry can cure keeps what it
+// made while it waits; the operator fixes the cause and sets the retry
+// annotation; the failed step runs again, nothing done before runs again,
+// and the plan Succeeds with every invariant held (node states move back
+// only as the retry records).
+func TestRetry(t *testing.T) {
+	tests := map[string]struct {
+		fault     sim.JobFault
+		from, to  v1beta1.NodeUpgradeState
+		failPhase v1beta1.UpgradePlanPhase
+	}{
+		// A permanent exit code: the Job fails at once.
+		"post-drain": {fault: sim.JobFault{Type: sim.JobPostDrain, Node: "node-2", ExitCode: 4, Message: "writing the OS image: no space left"},
+			from: v1beta1.NodeStatePostDrainFailed, to: v1beta1.NodeStatePostDraining, failPhase: v1beta1.PhaseNodeUpgrading},
+		// system-upgrade-controller's Job: the retry deletes it and SUC
+		// runs it again.
+		"image preload": {fault: sim.JobFault{Type: sim.JobImagePreload, Node: "node-2", Message: "importing images: no space left"},
+			from: v1beta1.NodeStateImagePreloadFailed, to: v1beta1.NodeStateImagePreloading, failPhase: v1beta1.PhaseImagePreloading},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var held, retried bool
+			boots := map[string]map[string]bool{}
+			final := scenario{
+				sim:         sim.Config{Nodes: 3, Faults: sim.FaultSet{FailJobs: []sim.JobFault{tt.fault}}},
+				retryWindow: 10 * time.Minute,
+				want:        v1beta1.PhaseSucceeded,
+				during: func(t *testing.T, ctx context.Context, run *simrun.Run, p *v1beta1.UpgradePlan) {
+					recordBoots(t, ctx, run.Client, boots)
+					if retried || !p.AwaitsRetry() {
+						return
+					}
+					checkHeld(t, ctx, run.Client, p, tt.failPhase, tt.fault.Node)
+					held = true
+					// The operator fixes the cause, then asks for the retry.
+					run.Sim.SetFaults(sim.FaultSet{})
+					before := p.DeepCopy()
+					metav1.SetMetaDataAnnotation(&p.ObjectMeta, v1beta1.AnnotationRetry, "after-fix")
+					if err := run.Client.Patch(ctx, p, client.MergeFrom(before)); err != nil {
+						t.Fatalf("asking for the retry: %v", err)
+					}
+					retried = true
+				},
+			}.run(t)
+			if !held {
+				t.Fatal("the plan never waited for a retry")
+			}
+			if n := len(final.Status.Failures); n != 1 {
+				t.Fatalf("%d failures recorded, want 1: %+v", n, final.Status.Failures)
+			}
+			f := final.Status.Failures[0]
+			if f.Phase != tt.failPhase || f.RetriedAt == nil || f.Retry != "after-fix" || final.Status.ObservedRetry != "after-fix" {
+				t.Errorf("failure record %+v, observed retry %q", f, final.Status.ObservedRetry)
+			}
+			want := v1beta1.NodeRetry{Node: tt.fault.Node, From: tt.from, To: tt.to}
+			if len(f.Nodes) != 1 || f.Nodes[0] != want {
+				t.Errorf("nodes moved back %+v, want [%+v]", f.Nodes, want)
+			}
+			// Every node was upgraded once: one reboot, two boot IDs.
+			for node, ids := range boots {
+				if len(ids) != 2 {
+					t.Errorf("node %s booted %d times during the upgrade, want once more than before it", node, len(ids)-1)
+				}
+			}
+		})
+	}
+}
+
+// recordBoots adds each node's current boot ID to what was seen of it.
+func recordBoots(t *testing.T, ctx context.Context, c client.Client, boots map[string]map[string]bool) {
+	t.Helper()
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes, client.MatchingLabels{cluster.LabelManagedNode: "true"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		if boots[n.Name] == nil {
+			boots[n.Name] = map[string]bool{}
+		}
+		boots[n.Name][n.Status.NodeInfo.BootID] = true
+	}
+}
+
+// checkHeld checks a plan waiting for its retry: Failed with a message that
+// says how to retry, its failed Job and its repo kept, the settings it
+// changed still changed.
+func checkHeld(t *testing.T, ctx context.Context, c client.Client, p *v1beta1.UpgradePlan, failPhase v1beta1.UpgradePlanPhase, node string) {
+	t.Helper()
+	if f := p.LastFailure(); f.Phase != failPhase || !strings.Contains(f.Message, node) {
+		t.Errorf("failure %+v, want one in %s naming %s", f, failPhase, node)
+	}
+	if c := p.Condition(v1beta1.ConditionProgressing); c == nil || !strings.Contains(c.Message, v1beta1.AnnotationRetry) {
+		t.Errorf("the failure does not say how to retry: %+v", c)
+	}
+	var jobs batchv1.JobList
+	if err := c.List(ctx, &jobs, client.MatchingLabels{v1beta1.LabelUpgradePlan: p.Name}); err != nil {
+		t.Fatal(err)
+	}
+	var failed []string
+	for _, j := range jobs.Items {
+		for _, cond := range j.Status.Conditions {
+			if cond.Type == batchv1.JobFailed && cond.Status == corev1.ConditionTrue {
+				failed = append(failed, j.Name)
+			}
+		}
+	}
+	if len(failed) == 0 {
+		t.Errorf("the failed Job is gone while the plan waits for a retry; Jobs: %d", len(jobs.Items))
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.Repo(p.Name)}, &corev1.Service{}); err != nil {
+		t.Errorf("the repo is gone while the plan waits for a retry: %v", err)
+	}
+}
