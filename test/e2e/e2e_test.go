@@ -65,7 +65,7 @@ type scenario struct {
 	// retryWindow keeps a plan that failed for a retry for this long;
 	// without it a failed plan is cleaned up at once.
 	retryWindow time.Duration
-	want      v1beta1.UpgradePlanPhase
+	want        v1beta1.UpgradePlanPhase
 	// failure is what the failure message must say.
 	failure string
 }
