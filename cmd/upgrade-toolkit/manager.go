@@ -75,6 +75,9 @@ func newManagerCommand() *cobra.Command {
 			"through `kubectl port-forward` when the manager runs outside the cluster; {namespace} and {service} are replaced by the Service's")
 	f.Var(daysFlag{&phaseCfg.MinCertValidity}, "min-certs-expiration-days",
 		"days the API server's certificates must stay valid for an upgrade to start, unless a plan's management.harvesterhci.io/min-certs-expiration-in-day says otherwise")
+	f.DurationVar(&phaseCfg.RetryWindow, "retry-window", phaseCfg.RetryWindow,
+		"how long a plan that failed for a reason a retry can cure keeps what it made and changed, waiting for its management.harvesterhci.io/retry annotation, "+
+			"before it is cleaned up; 0 cleans up every failed plan at once (no retries)")
 	zapFlags := goFlagSet()
 	zapOpts.BindFlags(zapFlags)
 	f.AddGoFlagSet(zapFlags)

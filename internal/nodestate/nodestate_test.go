@@ -173,3 +173,40 @@ func TestAcknowledged(t *testing.T) {
 		}
 	}
 }
+
+// A retry sends a failed node back to the start of the step that failed,
+// never further: what it did before that step is not done again.
+func TestRetryState(t *testing.T) {
+	tests := []struct {
+		state  v1beta1.NodeUpgradeState
+		reason string
+		want   v1beta1.NodeUpgradeState
+	}{
+		{v1beta1.NodeStateImagePreloadFailed, "BackoffLimitExceeded", v1beta1.NodeStateImagePreloading},
+		{v1beta1.NodeStatePreDrainFailed, "PodFailurePolicy", v1beta1.NodeStatePreDraining},
+		{v1beta1.NodeStatePostDrainFailed, "BackoffLimitExceeded", v1beta1.NodeStatePostDraining},
+		{v1beta1.NodeStatePostDrainFailed, v1beta1.ReasonFallbackBoot, v1beta1.NodeStatePostDraining},
+		{v1beta1.NodeStatePostDrainFailed, v1beta1.ReasonRebootTimeout, v1beta1.NodeStateWaitingReboot},
+		{v1beta1.NodeStatePostDrainFailed, v1beta1.ReasonDrainBlocked, v1beta1.NodeStatePreDrained},
+		{v1beta1.NodeStatePostDrainFailed, v1beta1.ReasonRancherPlanNotApplied, v1beta1.NodeStatePreDrained},
+		{v1beta1.NodeStatePostDrainFailed, v1beta1.ReasonKubeletVersionMismatch, v1beta1.NodeStatePreDrained},
+		{v1beta1.NodeStateSingleNodeUpgradeFailed, "DeadlineExceeded", v1beta1.NodeStateSingleNodeUpgrading},
+		{v1beta1.NodeStateSingleNodeUpgradeFailed, v1beta1.ReasonRebootTimeout, v1beta1.NodeStateWaitingReboot},
+		{v1beta1.NodeStateImageCleanFailed, "", v1beta1.NodeStateImageCleaning},
+	}
+	for _, tt := range tests {
+		got, ok := RetryState(tt.state, tt.reason)
+		if !ok || got != tt.want {
+			t.Errorf("RetryState(%s, %s) = %s, %v; want %s", tt.state, tt.reason, got, ok, tt.want)
+		}
+		from, _ := tt.state.Tier()
+		if to, _ := got.Tier(); to >= from {
+			t.Errorf("%s goes to %s, which is not back", tt.state, got)
+		}
+	}
+	for _, s := range v1beta1.AllNodeStates() {
+		if _, ok := RetryState(s, ""); ok != s.IsFailure() {
+			t.Errorf("RetryState(%s) ok=%v, but IsFailure=%v", s, ok, s.IsFailure())
+		}
+	}
+}

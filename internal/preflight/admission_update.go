@@ -3,6 +3,7 @@ package preflight
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -20,7 +21,10 @@ import (
 func AdmitUpdate(before, after *v1beta1.UpgradePlan, managedNodeNames []string) AdmissionResult {
 	r := admitAnnotations(before.Annotations, after.Annotations)
 	r.add(admissionForceWarning(before, after))
-	if after.IsFinished() {
+	r.add(admitRetry(before, after))
+	// A plan that waits for a retry is judged as a running one: it goes on
+	// from where it failed.
+	if after.IsFinished() && !after.AwaitsRetry() {
 		if after.IsPaused() && !before.IsPaused() {
 			r.add(admissionWarn("spec.paused has no effect: the plan has finished (phase %s)", after.Status.CurrentPhase))
 		}
@@ -52,7 +56,33 @@ func AdmitUpdate(before, after *v1beta1.UpgradePlan, managedNodeNames []string) 
 // updates, the manager's finalizer writes among them, are admitted without
 // a read of every Node, and cannot be refused because that read failed.
 func UpdateNeedsNodes(before, after *v1beta1.UpgradePlan) bool {
-	return !after.IsFinished() && slices.ContainsFunc(after.PauseNodes(), func(n string) bool {
+	return (!after.IsFinished() || after.AwaitsRetry()) && slices.ContainsFunc(after.PauseNodes(), func(n string) bool {
 		return !slices.Contains(before.PauseNodes(), n)
 	})
+}
+
+// admitRetry judges a new value of the retry annotation: only a plan that
+// waits for a retry may be retried; any other says why not and what to do.
+func admitRetry(before, after *v1beta1.UpgradePlan) AdmissionResult {
+	var r AdmissionResult
+	v := after.Annotations[v1beta1.AnnotationRetry]
+	if v == "" || v == before.Annotations[v1beta1.AnnotationRetry] {
+		return r
+	}
+	path := field.NewPath("metadata", "annotations").Key(v1beta1.AnnotationRetry)
+	f := after.LastFailure()
+	switch {
+	case after.AwaitsRetry() && v == after.Status.ObservedRetry:
+		r.Errors = append(r.Errors, field.Invalid(path, v, "this value was already used: set another one, e.g. the time (date +%s)"))
+	case after.AwaitsRetry():
+		r.Warnings = append(r.Warnings, fmt.Sprintf("retrying from phase %s after: %s", f.Phase, f.Message))
+	case after.Status.CurrentPhase != v1beta1.PhaseFailed:
+		r.Errors = append(r.Errors, field.Forbidden(path, fmt.Sprintf("the plan has not failed (phase %q): there is nothing to retry", after.Status.CurrentPhase)))
+	case f == nil || f.RetryDeadline == nil:
+		r.Errors = append(r.Errors, field.Forbidden(path, "a retry cannot cure this failure; change what it names and create a new plan"))
+	default:
+		r.Errors = append(r.Errors, field.Forbidden(path, fmt.Sprintf("the plan was not retried by %s and has been cleaned up: create a new plan",
+			f.RetryDeadline.UTC().Format(time.RFC3339))))
+	}
+	return r
 }

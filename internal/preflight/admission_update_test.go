@@ -3,7 +3,9 @@ package preflight
 import (
 	"strings"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -12,6 +14,17 @@ import (
 func TestAdmitUpdate(t *testing.T) {
 	managed := []string{"n1", "n2", "n3"}
 	running := func(p *v1beta1.UpgradePlan) { p.Status.CurrentPhase = v1beta1.PhaseImagePreloading }
+	awaitingRetry := func(p *v1beta1.UpgradePlan) {
+		p.Status.CurrentPhase = v1beta1.PhaseFailed
+		p.Finalizers = []string{v1beta1.FinalizerCleanup}
+		p.Annotations = map[string]string{v1beta1.AnnotationRetry: "1"}
+		p.Status.ObservedRetry = "1"
+		until := metav1.NewTime(time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC))
+		p.Status.Failures = []v1beta1.Failure{{Phase: v1beta1.PhaseNodeUpgrading, Message: "node-2 failed", RetryDeadline: &until}}
+	}
+	retry := func(v string) func(p *v1beta1.UpgradePlan) {
+		return func(p *v1beta1.UpgradePlan) { metav1.SetMetaDataAnnotation(&p.ObjectMeta, v1beta1.AnnotationRetry, v) }
+	}
 	tests := []struct {
 		name   string
 		before func(p *v1beta1.UpgradePlan)
@@ -71,6 +84,24 @@ func TestAdmitUpdate(t *testing.T) {
 			p.Annotations = map[string]string{v1beta1.AnnotationMinCertsExpirationInDay: "soon"}
 		}, func(p *v1beta1.UpgradePlan) { p.Annotations[v1beta1.AnnotationMinCertsExpirationInDay] = "0" },
 			[]string{`Invalid value: "0": must be a whole number of days greater than 0`}, nil},
+		{"retry a plan that waits for it", awaitingRetry, retry("2"), nil, []string{"retrying from phase NodeUpgrading after: node-2 failed"}},
+		{"retry with the value already used", func(p *v1beta1.UpgradePlan) {
+			awaitingRetry(p)
+			delete(p.Annotations, v1beta1.AnnotationRetry)
+		}, retry("1"),
+			[]string{`metadata.annotations[management.harvesterhci.io/retry]: Invalid value: "1": this value was already used`}, nil},
+		{"retry a running plan", running, retry("1"),
+			[]string{`metadata.annotations[management.harvesterhci.io/retry]: Forbidden: the plan has not failed (phase "ImagePreloading")`}, nil},
+		{"retry a failure no retry cures", func(p *v1beta1.UpgradePlan) {
+			awaitingRetry(p)
+			p.Status.Failures[0].RetryDeadline = nil
+		}, retry("2"), []string{"Forbidden: a retry cannot cure this failure; change what it names and create a new plan"}, nil},
+		{"retry a plan cleaned up after its window", func(p *v1beta1.UpgradePlan) {
+			awaitingRetry(p)
+			p.Finalizers = nil
+		}, retry("2"), []string{"was not retried by 2026-11-25T10:00:00Z and has been cleaned up: create a new plan"}, nil},
+		{"a plan that waits for a retry keeps its spec as a running one", awaitingRetry, func(p *v1beta1.UpgradePlan) { p.Spec.RestoreVM = ptr.To(true) },
+			[]string{"spec.restoreVM: Forbidden: cannot be changed while the upgrade runs (phase Failed)"}, nil},
 		{"several faults at once", running, func(p *v1beta1.UpgradePlan) {
 			p.Spec.RestoreVM = ptr.To(true)
 			p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{PauseNodes: []string{"x"}}

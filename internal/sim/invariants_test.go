@@ -38,6 +38,17 @@ func planState(phases []v1beta1.UpgradePlanPhase, nodes ...string) *v1beta1.Upgr
 	return p
 }
 
+// retried records that the plan's failure in NodeUpgrading was retried,
+// moving the nodes named back from PostDrainFailed to PostDraining.
+func retried(p *v1beta1.UpgradePlan, nodes ...string) *v1beta1.UpgradePlan {
+	f := v1beta1.Failure{Phase: v1beta1.PhaseNodeUpgrading, RetriedAt: &metav1.Time{}}
+	for _, n := range nodes {
+		f.Nodes = append(f.Nodes, v1beta1.NodeRetry{Node: n, From: v1beta1.NodeStatePostDrainFailed, To: v1beta1.NodeStatePostDraining})
+	}
+	p.Status.Failures = []v1beta1.Failure{f}
+	return p
+}
+
 // upTo returns the pipeline's phases up to and including last.
 func upTo(last v1beta1.UpgradePlanPhase) []v1beta1.UpgradePlanPhase {
 	return slices.Clone(pipelineOrder[:phaseRank(last)+1])
@@ -72,6 +83,13 @@ func TestCheckerPlanSequences(t *testing.T) {
 		{ // failure from the middle
 			planState(upTo(v1beta1.PhaseClusterUpgrading)),
 			planState(append(upTo(v1beta1.PhaseClusterUpgrading), v1beta1.PhaseFailed)),
+		},
+		{ // a failed node retried, as the failure records
+			planState(upTo(v1beta1.PhaseNodeUpgrading), "n1=PostDrainFailed"),
+			planState(append(upTo(v1beta1.PhaseNodeUpgrading), v1beta1.PhaseFailed), "n1=PostDrainFailed"),
+			retried(planState(append(upTo(v1beta1.PhaseNodeUpgrading), v1beta1.PhaseFailed, v1beta1.PhaseNodeUpgrading), "n1=PostDraining"), "n1"),
+			retried(planState(append(upTo(v1beta1.PhaseNodeUpgrading), v1beta1.PhaseFailed, v1beta1.PhaseNodeUpgrading), "n1=WaitingReboot"), "n1"),
+			retried(planState(append(upTo(v1beta1.PhaseNodeUpgrading), v1beta1.PhaseFailed, v1beta1.PhaseNodeUpgrading, v1beta1.PhaseNodeUpgraded), "n1=PostDrained"), "n1"),
 		},
 	}
 	for i, seq := range clean {
@@ -108,6 +126,18 @@ func TestCheckerPlanSequences(t *testing.T) {
 		}, RulePhaseOrder},
 		{"node moves back", []*v1beta1.UpgradePlan{
 			planState(upTo(v1beta1.PhaseNodeUpgrading), "n1=PreDrained"), planState(upTo(v1beta1.PhaseNodeUpgrading), "n1=PreDraining"),
+		}, RuleNodeStateForward},
+		{"a retry to another phase than the failed one", []*v1beta1.UpgradePlan{
+			planState(append(upTo(v1beta1.PhaseNodeUpgrading), v1beta1.PhaseFailed)),
+			retried(planState(append(upTo(v1beta1.PhaseNodeUpgrading), v1beta1.PhaseFailed, v1beta1.PhaseImagePreloading))),
+		}, RulePhaseOrder},
+		{"back from Failed without a retry", []*v1beta1.UpgradePlan{
+			planState(append(upTo(v1beta1.PhaseNodeUpgrading), v1beta1.PhaseFailed)),
+			planState(append(upTo(v1beta1.PhaseNodeUpgrading), v1beta1.PhaseFailed, v1beta1.PhaseNodeUpgrading)),
+		}, RulePhaseOrder},
+		{"a node the retry did not record moves back", []*v1beta1.UpgradePlan{
+			planState(append(upTo(v1beta1.PhaseNodeUpgrading), v1beta1.PhaseFailed), "n1=PostDrainFailed", "n2=PreDrained"),
+			retried(planState(append(upTo(v1beta1.PhaseNodeUpgrading), v1beta1.PhaseFailed, v1beta1.PhaseNodeUpgrading), "n1=PostDraining", "n2=PreDraining"), "n1"),
 		}, RuleNodeStateForward},
 		{"two nodes draining", []*v1beta1.UpgradePlan{
 			planState(upTo(v1beta1.PhaseNodeUpgrading), "n1=PostDraining", "n2=PreDraining"),

@@ -251,8 +251,8 @@ func TestChartRefusesAnotherNamespace(t *testing.T) {
 
 func TestChartRefusesInvalidValues(t *testing.T) {
 	_, err := helmTemplate(t, cluster.HarvesterNamespace, filepath.Join(testenv.RepoRoot(), "test/packaging/testdata/values-invalid.yaml"))
-	if err == nil || !strings.Contains(err.Error(), "replicas") || !strings.Contains(err.Error(), "webhok") {
-		t.Errorf("invalid values: %v, want the schema to refuse replicas and webhok", err)
+	if err == nil || !strings.Contains(err.Error(), "replicas") || !strings.Contains(err.Error(), "webhok") || !strings.Contains(err.Error(), "retryWindow") {
+		t.Errorf("invalid values: %v, want the schema to refuse replicas, webhok and retryWindow", err)
 	}
 }
 
