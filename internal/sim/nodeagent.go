@@ -57,6 +57,15 @@ func (s *Sim) reconcileNodeAgent(ctx context.Context, req reconcile.Request) (re
 	if err := s.c.Get(ctx, req.NamespacedName, node); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	if node.Annotations[annotationReboot] == "" {
+		return reconcile.Result{}, nil
+	}
+	// A reboot is under way: what the node did last must be read from the
+	// API server, since the cache may not show yet that it powered on and
+	// cleared its request, and a node boots once per reboot.
+	if err := s.reader.Get(ctx, req.NamespacedName, node); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
 	raw := node.Annotations[annotationReboot]
 	if raw == "" {
 		return reconcile.Result{}, nil

@@ -110,9 +110,11 @@ func checkHeld(t *testing.T, ctx context.Context, c client.Client, p *v1beta1.Up
 	if f := p.LastFailure(); f.Phase != failPhase || !strings.Contains(f.Message, node) {
 		t.Errorf("failure %+v, want one in %s naming %s", f, failPhase, node)
 	}
-	if c := p.Condition(v1beta1.ConditionProgressing); c == nil || !strings.Contains(c.Message, v1beta1.AnnotationRetry) {
-		t.Errorf("the failure does not say how to retry: %+v", c)
+	progressing := p.Condition(v1beta1.ConditionProgressing)
+	if progressing == nil || !strings.Contains(progressing.Message, v1beta1.AnnotationRetry) {
+		t.Fatalf("the failure does not say how to retry: %+v", progressing)
 	}
+	t.Logf("waiting for a retry: %s", progressing.Message)
 	var jobs batchv1.JobList
 	if err := c.List(ctx, &jobs, client.MatchingLabels{v1beta1.LabelUpgradePlan: p.Name}); err != nil {
 		t.Fatal(err)
