@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -112,5 +113,53 @@ func TestFinalFailureIsNotHeld(t *testing.T) {
 	}
 	if c := p.Condition(v1beta1.ConditionProgressing); strings.Contains(c.Message, v1beta1.AnnotationRetry) {
 		t.Errorf("a final failure offers a retry: %q", c.Message)
+	}
+}
+
+// TestRetryAfterFailedJobs: a failed system-upgrade-controller Job and a
+// failed cluster-upgrade Job are deleted by the retry, so that SUC and the
+// phase run them again; the plan carries on with the new ones.
+func TestRetryAfterFailedJobs(t *testing.T) {
+	h := newHarness(t)
+	nodes := h.harvester(2)
+	h.cfg.RetryWindow = time.Hour
+	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+	h.waitPhase(p.Name, v1beta1.PhaseISODownloading)
+	h.setImported(names.ISOImage(p.Name), "True", "", "")
+	h.serveRepo(p.Name)
+	h.waitPhase(p.Name, v1beta1.PhaseImagePreloading)
+
+	failed := h.finishJob(cluster.CattleNamespace, h.sucJob(names.ImagePreloadPlan(p.Name), nodes[1]), false)
+	h.finishJob(cluster.CattleNamespace, h.sucJob(names.ImagePreloadPlan(p.Name), nodes[0]), true)
+	p = h.waitPhase(p.Name, v1beta1.PhaseFailed)
+	if st := p.Status.NodeUpgradeStatuses[nodes[1]].State; st != v1beta1.NodeStateImagePreloadFailed {
+		t.Fatalf("node %s in %s", nodes[1], st)
+	}
+	h.retry(p.Name, "1")
+	h.eventually("the failed preload Job deleted", func() (bool, string) {
+		return h.absent(client.ObjectKeyFromObject(failed), &batchv1.Job{}), ""
+	})
+	p = h.waitPhase(p.Name, v1beta1.PhaseImagePreloading)
+	want := v1beta1.NodeRetry{Node: nodes[1], From: v1beta1.NodeStateImagePreloadFailed, To: v1beta1.NodeStateImagePreloading}
+	if f := p.LastFailure(); len(f.Nodes) != 1 || f.Nodes[0] != want {
+		t.Errorf("nodes moved back %+v, want %+v", f.Nodes, want)
+	}
+	// SUC runs the node's Job again; the other node's stays done.
+	h.finishJob(cluster.CattleNamespace, h.sucJob(names.ImagePreloadPlan(p.Name), nodes[1]), true)
+	h.waitPhase(p.Name, v1beta1.PhaseClusterUpgrading)
+
+	job := client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.ClusterUpgradeJob(p.Name)}
+	first := h.finishJob(job.Namespace, job.Name, false)
+	h.waitPhase(p.Name, v1beta1.PhaseFailed)
+	h.retry(p.Name, "2")
+	h.eventually("a new cluster-upgrade Job", func() (bool, string) {
+		j := &batchv1.Job{}
+		err := h.c.Get(h.ctx(), job, j)
+		return err == nil && j.UID != first.UID, fmt.Sprint(err)
+	})
+	h.clusterUpgraded(p.Name)
+	p = h.waitPhase(p.Name, v1beta1.PhaseNodeUpgrading)
+	if len(p.Status.Failures) != 2 || p.Status.Failures[1].Retry != "2" || p.Status.Failures[1].Phase != v1beta1.PhaseClusterUpgrading {
+		t.Errorf("failures %+v", p.Status.Failures)
 	}
 }
