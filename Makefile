@@ -165,6 +165,23 @@ bench: deps world ## Benchmarks: the repo server against nginx, and whole upgrad
 	go test $(BENCH_PKGS) -run '^$$' -bench . -benchmem -timeout 30m $(BENCH_ARGS)
 	$(WORLD_ENV) go test ./test/bench -run '^$$' -bench . -benchtime 1x -timeout 60m $(UPGRADE_BENCH_ARGS)
 
+# Chaos runs (docs/reliability.md): seeded faults in whole simulated upgrades.
+# `make test` runs 10 seeds at 3 nodes; `make chaos` runs CHAOS_SEEDS_3 seeds
+# at 3 nodes and CHAOS_SEEDS_10 at 10, each set after a fault-free run to time
+# against; CHAOS_SEED=N CHAOS_NODES=M make chaos replays one seed.
+CHAOS_SEEDS_3 ?= 100
+CHAOS_SEEDS_10 ?= 20
+CHAOS_RUN = $(WORLD_ENV) go test ./test/chaos -run TestChaos -count=1 -timeout 12h -v
+
+.PHONY: chaos
+chaos: deps world ## Whole simulated upgrades under seeded faults: manager kills, API errors, an API outage, leader handovers.
+ifdef CHAOS_SEED
+	CHAOS_KEEP_LOGS=1 $(CHAOS_RUN)
+else
+	CHAOS_BASELINE=1 CHAOS_NODES=3 CHAOS_SEEDS=$(CHAOS_SEEDS_3) $(CHAOS_RUN)
+	CHAOS_BASELINE=1 CHAOS_NODES=10 CHAOS_SEEDS=$(CHAOS_SEEDS_10) $(CHAOS_RUN)
+endif
+
 .PHONY: deps
 deps: ## Install the Debian packages the tests use (xorriso, nginx) when they are missing.
 	@hack/install-deps.sh

@@ -50,6 +50,11 @@ func newManagerCommand() *cobra.Command {
 	f.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "address the health probes listen on")
 	f.StringVar(&opts.PprofAddr, "pprof-bind-address", "0", "address Go's profiles (/debug/pprof) are served on, for diagnosing the manager; 0 disables them")
 	f.BoolVar(&opts.LeaderElect, "leader-elect", false, "elect a leader so that only one replica is active")
+	f.DurationVar(&opts.Lease.Duration, "leader-elect-lease-duration", 0,
+		"how long a standby replica waits after the leader's last renewal before it takes over (0: 15s)")
+	f.DurationVar(&opts.Lease.RenewDeadline, "leader-elect-renew-deadline", 0,
+		"how long the leader retries renewing its lease before it gives up leading and exits (0: 10s); less than the lease duration")
+	f.DurationVar(&opts.Lease.RetryPeriod, "leader-elect-retry-period", 0, "how often replicas try to acquire or renew the lease (0: 2s)")
 	namespace := os.Getenv("POD_NAMESPACE")
 	if namespace == "" {
 		namespace = cluster.HarvesterNamespace

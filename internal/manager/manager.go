@@ -4,6 +4,7 @@ package manager
 
 import (
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -53,6 +54,9 @@ type Options struct {
 	PprofAddr string
 	// LeaderElect enables leader election.
 	LeaderElect bool
+	// Lease times the leader election; zero values take client-go's
+	// defaults (15 s, 10 s, 2 s).
+	Lease LeaseOptions
 	// Phase configures the phases; nil takes phase.DefaultConfig.
 	Phase *phase.Config
 	// Clock is the time source of every deadline; nil is the real clock.
@@ -65,6 +69,22 @@ type Options struct {
 	Namespace string
 	// Webhook configures the admission webhook server.
 	Webhook WebhookOptions
+}
+
+// LeaseOptions time the leader election: how long a lease lasts without a
+// renewal (a standby takes over a killed leader after at most this), how
+// long the leader keeps trying to renew before it gives up, and how often
+// it tries.
+type LeaseOptions struct {
+	Duration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// orNil is a duration option for controller-runtime: nil takes its default.
+func orNil(d time.Duration) *time.Duration {
+	if d == 0 {
+		return nil
+	}
+	return &d
 }
 
 // WebhookOptions configure the admission webhook server and its
@@ -122,6 +142,9 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		// The process ends when the manager stops, so the next replica may
 		// take over at once rather than after the lease expires.
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 orNil(opts.Lease.Duration),
+		RenewDeadline:                 orNil(opts.Lease.RenewDeadline),
+		RetryPeriod:                   orNil(opts.Lease.RetryPeriod),
 		Cache:                         cacheOptions(),
 		// A process may build more than one manager (tests, the demo's
 		// restarts); the controllers' metrics are shared, not duplicated.

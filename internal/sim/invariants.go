@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -20,6 +21,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 )
@@ -46,6 +48,16 @@ const (
 	RuleVMNotRestored = "vm-not-restored"
 	// RuleLeftBehind: nothing labelled with the plan is left once it ended.
 	RuleLeftBehind = "left-behind"
+	// RuleJobStartedTwice: no Job of a plan is created again under the same
+	// name, unless the one before failed (a retry runs it again).
+	RuleJobStartedTwice = "job-started-twice"
+	// RuleProvisionGeneration: the provisioning Cluster's provisionGeneration
+	// is bumped at most once (Rancher rolls the nodes once).
+	RuleProvisionGeneration = "provision-generation"
+	// RuleSettingSavedOnce: each setting a plan records in
+	// status.savedSettings is recorded once, never rewritten with another
+	// value, and never recorded again once restored.
+	RuleSettingSavedOnce = "setting-saved-once"
 )
 
 // Violation is a broken invariant.
@@ -90,19 +102,32 @@ type Checker struct {
 	ranBefore  map[string]bool // VMs running when first seen
 	violations []Violation
 	seen       map[Violation]bool
+	jobs       map[string]jobTrack // by namespace/name
+	// generations are the provisionGeneration values seen, in order.
+	generations []int64
 }
 
 type planTrack struct {
 	phase  v1beta1.UpgradePlanPhase
 	phases []v1beta1.UpgradePlanPhase
 	states map[string]v1beta1.NodeUpgradeState
+	// saved is each recorded setting's value as JSON; restored, the
+	// settings whose record was cleared.
+	saved    map[string]string
+	restored map[string]bool
+}
+
+// jobTrack is the last Job seen under a name.
+type jobTrack struct {
+	uid    string
+	failed bool
 }
 
 // NewChecker returns a Checker that has seen nothing yet.
 func NewChecker() *Checker {
 	return &Checker{
 		plans: map[string]*planTrack{}, cordoned: map[string]bool{}, preCordon: map[string]bool{},
-		ranBefore: map[string]bool{}, seen: map[Violation]bool{},
+		ranBefore: map[string]bool{}, seen: map[Violation]bool{}, jobs: map[string]jobTrack{},
 	}
 }
 
@@ -117,9 +142,13 @@ func (c *Checker) Attach(ctx context.Context, informers cache.Informers) error {
 			c.ObserveNode(o)
 		case *kubevirtv1.VirtualMachine:
 			c.ObserveVM(o)
+		case *batchv1.Job:
+			c.ObserveJob(o)
+		case *provisioningv1.Cluster:
+			c.ObserveProvisioningCluster(o)
 		}
 	}
-	for _, obj := range []client.Object{&v1beta1.UpgradePlan{}, &corev1.Node{}, &kubevirtv1.VirtualMachine{}} {
+	for _, obj := range []client.Object{&v1beta1.UpgradePlan{}, &corev1.Node{}, &kubevirtv1.VirtualMachine{}, &batchv1.Job{}, &provisioningv1.Cluster{}} {
 		inf, err := informers.GetInformer(ctx, obj)
 		if err != nil {
 			return fmt.Errorf("sim: checker: %w", err)
@@ -157,7 +186,7 @@ func (c *Checker) ObservePlan(p *v1beta1.UpgradePlan) {
 	defer c.mu.Unlock()
 	t := c.plans[p.Name]
 	if t == nil {
-		t = &planTrack{states: map[string]v1beta1.NodeUpgradeState{}}
+		t = &planTrack{states: map[string]v1beta1.NodeUpgradeState{}, saved: map[string]string{}, restored: map[string]bool{}}
 		c.plans[p.Name] = t
 	}
 	bad := func(rule, format string, args ...any) {
@@ -189,6 +218,7 @@ func (c *Checker) ObservePlan(p *v1beta1.UpgradePlan) {
 		bad(RulePhaseOrder, "currentPhase %s is not the last phase recorded in phaseTransitionTimestamps (%s)", cur, phases[len(phases)-1])
 	}
 	t.phases = phases
+	c.checkSaved(p, t, bad)
 
 	var draining []string
 	for node, st := range p.Status.NodeUpgradeStatuses {
@@ -254,6 +284,74 @@ func phaseSequenceError(phases []v1beta1.UpgradePlanPhase, failures []v1beta1.Fa
 		}
 	}
 	return ""
+}
+
+// checkSaved checks that each recorded setting is recorded once and never
+// again once restored.
+func (c *Checker) checkSaved(p *v1beta1.UpgradePlan, t *planTrack, bad func(rule, format string, args ...any)) {
+	now := map[string]string{}
+	if ss := p.Status.SavedSettings; ss != nil {
+		for name, v := range map[string]any{
+			"longhornReplicaReplenishmentWaitInterval": ss.LonghornReplicaReplenishmentWaitInterval,
+			"deschedulerEnabled":                       ss.DeschedulerEnabled, "kubeVirt": ss.KubeVirt, "rancher": ss.Rancher,
+		} {
+			if b, _ := json.Marshal(v); string(b) != "null" {
+				now[name] = string(b)
+			}
+		}
+	}
+	for name, v := range now {
+		switch old, had := t.saved[name]; {
+		case t.restored[name]:
+			bad(RuleSettingSavedOnce, "setting %s was recorded again after it was restored: %s", name, v)
+		case had && old != v:
+			bad(RuleSettingSavedOnce, "the record of setting %s was rewritten: %s became %s", name, old, v)
+		}
+		t.saved[name] = v
+	}
+	for name := range t.saved {
+		if _, ok := now[name]; !ok {
+			t.restored[name] = true
+			delete(t.saved, name)
+		}
+	}
+}
+
+// ObserveJob checks that a plan's Job is not created again under the same
+// name unless the one before it failed.
+func (c *Checker) ObserveJob(j *batchv1.Job) {
+	plan := j.Labels[v1beta1.LabelUpgradePlan]
+	if plan == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := j.Namespace + "/" + j.Name
+	failed := slices.ContainsFunc(j.Status.Conditions, func(cond batchv1.JobCondition) bool {
+		return cond.Type == batchv1.JobFailed && cond.Status == corev1.ConditionTrue
+	})
+	if prev, ok := c.jobs[key]; ok && prev.uid != string(j.UID) && !prev.failed {
+		c.report(Violation{Plan: plan, Rule: RuleJobStartedTwice, Message: fmt.Sprintf("Job %s was created again although the one before had not failed", key)})
+	}
+	c.jobs[key] = jobTrack{uid: string(j.UID), failed: failed}
+}
+
+// ObserveProvisioningCluster checks that the provisionGeneration of the
+// cluster is bumped at most once.
+func (c *Checker) ObserveProvisioningCluster(cl *provisioningv1.Cluster) {
+	if cl.Spec.RKEConfig == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := cl.Spec.RKEConfig.ProvisionGeneration
+	if n := len(c.generations); n > 0 && c.generations[n-1] == g {
+		return
+	}
+	c.generations = append(c.generations, g)
+	if len(c.generations) > 2 {
+		c.report(Violation{Rule: RuleProvisionGeneration, Message: fmt.Sprintf("provisionGeneration of the provisioning Cluster went %v: bumped more than once", c.generations)})
+	}
 }
 
 // retriedNode reports whether a retry moved the node back from state prev,

@@ -9,12 +9,14 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 )
 
@@ -223,5 +225,64 @@ func TestCheckFinished(t *testing.T) {
 	}
 	if again, _ := c.CheckFinished(ctx, env.Client, "up"); len(again) != 0 || len(c.Violations()) != 2 {
 		t.Errorf("a second check reports the same violations again: %v", again)
+	}
+}
+
+func TestCheckerJobsGenerationsAndSavedSettings(t *testing.T) {
+	job := func(uid string, failed bool) *batchv1.Job {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "up-post-drain-n1", UID: types.UID(uid),
+			Labels: map[string]string{v1beta1.LabelUpgradePlan: "up"}}}
+		if failed {
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue}}
+		}
+		return j
+	}
+	c := NewChecker()
+	c.ObserveJob(job("a", false))
+	c.ObserveJob(job("a", true))
+	c.ObserveJob(job("b", false)) // a retry of a failed Job
+	if v := c.Violations(); len(v) > 0 {
+		t.Errorf("a Job created again after it failed: %v", v)
+	}
+	c.ObserveJob(job("c", false))
+	if got := rules(c.Violations()); !slices.Equal(got, []string{RuleJobStartedTwice}) {
+		t.Errorf("a Job created again while the one before ran: %v", c.Violations())
+	}
+
+	c = NewChecker()
+	cl := func(g int64) *provisioningv1.Cluster {
+		return &provisioningv1.Cluster{Spec: provisioningv1.ClusterSpec{RKEConfig: &provisioningv1.RKEConfig{ProvisionGeneration: g}}}
+	}
+	c.ObserveProvisioningCluster(cl(3))
+	c.ObserveProvisioningCluster(cl(4))
+	c.ObserveProvisioningCluster(cl(4))
+	if v := c.Violations(); len(v) > 0 {
+		t.Errorf("one bump: %v", v)
+	}
+	c.ObserveProvisioningCluster(cl(5))
+	if got := rules(c.Violations()); !slices.Equal(got, []string{RuleProvisionGeneration}) {
+		t.Errorf("two bumps: %v", c.Violations())
+	}
+
+	saved := func(v *string) *v1beta1.UpgradePlan {
+		p := planState(upTo(v1beta1.PhaseNodeUpgrading))
+		if v != nil {
+			p.Status.SavedSettings = &v1beta1.SavedSettings{LonghornReplicaReplenishmentWaitInterval: v}
+		}
+		return p
+	}
+	for name, seq := range map[string][]*string{
+		"rewritten":          {ptr.To("600"), ptr.To("1800")},
+		"recorded again":     {ptr.To("600"), nil, ptr.To("600")},
+		"recorded, restored": {nil, ptr.To("600"), ptr.To("600"), nil},
+	} {
+		c := NewChecker()
+		for _, v := range seq {
+			c.ObservePlan(saved(v))
+		}
+		got := rules(c.Violations())
+		if want := name != "recorded, restored"; slices.Contains(got, RuleSettingSavedOnce) != want {
+			t.Errorf("%s: violations %v", name, c.Violations())
+		}
 	}
 }

@@ -48,7 +48,21 @@ type Run struct {
 
 // Start starts the control plane, builds the simulated cluster on it, and
 // starts the toolkit's manager.
-func Start(ctx context.Context, cfg sim.Config) (r *Run, err error) {
+func Start(ctx context.Context, cfg sim.Config) (*Run, error) {
+	r, err := StartWorld(ctx, cfg)
+	if err != nil {
+		return r, err
+	}
+	if err := r.StartManager(); err != nil {
+		return r, errors.Join(err, r.Stop())
+	}
+	return r, nil
+}
+
+// StartWorld starts the control plane and builds the simulated cluster on
+// it, without the toolkit's manager: for runs that start it themselves
+// (StartManager, or its own processes).
+func StartWorld(ctx context.Context, cfg sim.Config) (r *Run, err error) {
 	env, err := testenv.StartWith(sim.WorldOptions())
 	if err != nil {
 		return nil, err
@@ -70,7 +84,7 @@ func Start(ctx context.Context, cfg sim.Config) (r *Run, err error) {
 	pc.RepoURL = r.Sim.RepoURL
 	pc.MinCertValidity = EnvtestCertValidity
 	r.phaseCfg = &pc
-	return r, r.StartManager()
+	return r, nil
 }
 
 // PhaseConfig is the configuration the toolkit's manager runs with; change
