@@ -142,6 +142,21 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 test: deps tools vet ## Run the unit, integration (envtest), packaging and end-to-end tests.
 	$(WORLD_ENV) KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" go test $(TEST_PKGS) -count=1 -timeout 30m $(TEST_ARGS)
 	$(MAKE) --no-print-directory test-alerts
+	$(MAKE) --no-print-directory fuzz
+
+# The parsers of what users and foreign components hand the toolkit, fuzzed
+# for FUZZ_TIME each (their seeds also run in every `go test`).
+FUZZ_TIME ?= 10s
+FUZZ_TARGETS = ./internal/release:FuzzParseRelease ./internal/release:FuzzParseBundleMetadata \
+	./internal/release:FuzzParseImageList ./internal/release:FuzzParseVersion ./internal/release:FuzzCheckEligibility \
+	./internal/repo/iso9660:FuzzNew ./internal/preflight:FuzzAdmitAnnotations
+
+.PHONY: fuzz
+fuzz: ## Fuzz the parsers of release metadata, image lists, ISO images and plan annotations, FUZZ_TIME each.
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} ($${t%%:*}) for $(FUZZ_TIME)"; \
+		go test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZ_TIME) -fuzzminimizetime 2s; \
+	done
 
 .PHONY: test-alerts
 test-alerts: ## Evaluate the chart's alert rules with Prometheus's rule parser and PromQL engine (test/alerts, a module of its own).
