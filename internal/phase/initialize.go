@@ -29,6 +29,9 @@ func (Initialize) Name() string { return v1beta1.StepInitialize }
 
 // Run implements Phase.
 func (Initialize) Run(ctx context.Context, s *Scope) (Result, error) {
+	if msg := preflight.PlanNameProblem(s.Plan.Name); msg != "" {
+		return FailFinal("metadata.name %q %s; create the plan again under such a name", s.Plan.Name, msg), nil
+	}
 	for _, step := range []func(context.Context, *Scope) (Result, error){
 		snapshotVersion, recordPreviousVersion, detectSingleNode, checkDiskSpace, checkCerts,
 	} {

@@ -18,13 +18,22 @@ var admissionPlanName = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 // admitName: the API server accepts dots and a leading digit in the name of
 // a cluster-scoped object; the objects the plan creates would not.
 func admitName(p *v1beta1.UpgradePlan) AdmissionResult {
-	if admissionPlanName.MatchString(p.Name) {
-		return AdmissionResult{}
+	if msg := PlanNameProblem(p.Name); msg != "" {
+		return AdmissionResult{Errors: field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), p.Name, msg)}}
 	}
-	return AdmissionResult{Errors: field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), p.Name,
-		"must start with a lowercase letter and contain only lowercase letters, digits and '-' (no '.'), "+
-			"because it prefixes the names of the Services and Jobs the upgrade creates; "+
-			"e.g. use generateName: hvst-upgrade-")}}
+	return AdmissionResult{}
+}
+
+// PlanNameProblem says what is wrong with a plan's name, "" when nothing:
+// the webhook refuses such a plan, and the manager fails one that got past
+// it (written with the webhook off) before it creates anything.
+func PlanNameProblem(name string) string {
+	if admissionPlanName.MatchString(name) {
+		return ""
+	}
+	return "must start with a lowercase letter and contain only lowercase letters, digits and '-' (no '.'), " +
+		"because it prefixes the names of the Services and Jobs the upgrade creates; " +
+		"e.g. use generateName: hvst-upgrade-"
 }
 
 // admissionBoolAnnotations take "true" or "false" and nothing else: the toolkit acts

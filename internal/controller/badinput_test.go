@@ -1,0 +1,89 @@
+package controller_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
+)
+
+// TestBadInputStraightToTheAPI: plans written with the webhook off (or
+// before it is installed). What the CRD's schema refuses never reaches the
+// manager; what it admits fails the plan with a message that names the
+// field and says what to do, and nothing is left behind.
+func TestBadInputStraightToTheAPI(t *testing.T) {
+	refused := []struct {
+		name string
+		plan *v1beta1.UpgradePlan
+		want string
+	}{
+		{"neither version nor image", &v1beta1.UpgradePlan{}, "at least one of spec.version or spec.image must be set"},
+		{"a version that is not an object name", &v1beta1.UpgradePlan{Spec: v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0 ")}}, "spec.version must be the name of a Version object"},
+		{"an upgrade tag with a slash", &v1beta1.UpgradePlan{Spec: v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), Upgrade: ptr.To("a/b")}}, "spec.upgrade must be a container image tag"},
+		{"an unknown health gate", &v1beta1.UpgradePlan{Spec: v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"),
+			NodeUpgradeOption: &v1beta1.NodeUpgradeOption{HealthGate: ptr.To[v1beta1.HealthGateMode]("Off")}}}, "spec.nodeUpgradeOption.healthGate: Unsupported value: \"Off\""},
+	}
+	h := newHarness(t)
+	h.harvester(1)
+	for _, tt := range refused {
+		tt.plan.GenerateName = "bad-"
+		err := h.c.Create(h.ctx(), tt.plan)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want a refusal saying %q", tt.name, err, tt.want)
+		}
+	}
+
+	failed := []struct {
+		name        string
+		planName    string
+		spec        v1beta1.UpgradePlanSpec
+		annotations []string
+		prepare     func()
+		want        string
+	}{
+		{name: "a name with a dot", planName: "hvst.upgrade", spec: v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")},
+			want: `metadata.name "hvst.upgrade" must start with a lowercase letter and contain only lowercase letters, digits and '-' (no '.')`},
+		{name: "a bad annotation value", spec: v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")},
+			annotations: []string{v1beta1.AnnotationMinCertsExpirationInDay, "soon"},
+			want:        `annotation management.harvesterhci.io/min-certs-expiration-in-day has the value "soon": use a whole number of days greater than 0`},
+		{name: "a Version without an ISO URL", spec: v1beta1.UpgradePlanSpec{Version: ptr.To("v1.9.0")},
+			prepare: func() {
+				h.must(h.c.Create(h.ctx(), &harvesterv1beta1.Version{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: "v1.9.0"}}))
+			},
+			want: "Version harvester-system/v1.9.0 has no spec.isoURL: set the URL of the release ISO and create a new plan"},
+		{name: "a Version that does not exist", spec: v1beta1.UpgradePlanSpec{Version: ptr.To("v2.0.0")},
+			want: "Version harvester-system/v2.0.0 does not exist: create it and retry the plan, or create a new plan that names an existing Version or image"},
+	}
+	for _, tt := range failed {
+		if tt.prepare != nil {
+			tt.prepare()
+		}
+		var p *v1beta1.UpgradePlan
+		if tt.planName != "" {
+			p = &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: tt.planName}, Spec: tt.spec}
+			h.must(h.c.Create(h.ctx(), p))
+		} else {
+			p = h.plan(tt.spec, tt.annotations...)
+		}
+		h.eventually(tt.name, func() (bool, string) {
+			if c := h.get(p.Name).Condition(v1beta1.ConditionProgressing); c != nil && strings.Contains(c.Message, "waiting for Version") {
+				// The missing Version is waited for: move past its deadline.
+				h.clock.Step(h.cfg.Deadlines.MissingObject)
+				h.touch(p.Name)
+			}
+			got := h.get(p.Name)
+			return got.Status.CurrentPhase == v1beta1.PhaseFailed && len(got.Finalizers) == 0, describe(got)
+		})
+		if c := h.get(p.Name).Condition(v1beta1.ConditionProgressing); !strings.Contains(c.Message, tt.want) {
+			t.Errorf("%s: failure %q, want %q", tt.name, c.Message, tt.want)
+		}
+		h.must(h.c.Delete(h.ctx(), p))
+		time.Sleep(10 * time.Millisecond)
+	}
+}
