@@ -1,16 +1,21 @@
 package controller_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/names"
 )
 
 // TestBadInputStraightToTheAPI: plans written with the webhook off (or
@@ -85,5 +90,52 @@ func TestBadInputStraightToTheAPI(t *testing.T) {
 		}
 		h.must(h.c.Delete(h.ctx(), p))
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestForeignObjectsInOddStates: objects of other components the toolkit
+// reads, in states they should not be in (a Machine without a node
+// reference, a machine-plan Secret without its machine or with a plan that
+// is not JSON, asking for a drain; the harness's managed Nodes have no
+// addresses at all), are left alone, and the upgrade of the real nodes goes
+// on to Succeeded.
+func TestForeignObjectsInOddStates(t *testing.T) {
+	h := newHarness(t)
+	nodes := h.harvester(2)
+	odd := &capiv1beta1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: "custom-orphan"},
+		Spec: capiv1beta1.MachineSpec{ClusterName: cluster.LocalClusterName}}
+	h.must(h.c.Create(h.ctx(), odd))
+	drain, _ := json.Marshal(map[string]any{"enabled": true, "node": "ghost"})
+	for name, labels := range map[string]map[string]string{
+		"custom-orphan-machine-plan": {cluster.LabelMachineName: odd.Name}, // a Machine without a node
+		"no-machine-machine-plan":    nil,                                  // no machine at all
+		"gone-machine-plan":          {cluster.LabelMachineName: "custom-gone"},
+	} {
+		h.must(h.c.Create(h.ctx(), &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: name, Labels: labels,
+				Annotations: map[string]string{cluster.AnnotationRancherPreDrain: string(drain)}},
+			Type: cluster.MachinePlanSecretType,
+			Data: map[string][]byte{"plan": []byte("{not json")},
+		}))
+	}
+	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+	p = h.driveToNodeUpgrading(p.Name, nodes)
+	for _, n := range nodes {
+		h.upgradeNode(p.Name, n)
+	}
+	p = h.waitPhase(p.Name, v1beta1.PhaseCleaningUp)
+	for _, n := range nodes {
+		h.finishJob(cluster.CattleNamespace, h.sucJob(names.ImageCleanupPlan(p.Name), n), true)
+	}
+	p = h.waitPhase(p.Name, v1beta1.PhaseSucceeded)
+	if _, ok := p.Status.NodeUpgradeStatuses["ghost"]; ok || len(p.Status.NodeUpgradeStatuses) != len(nodes) {
+		t.Errorf("node statuses %v", p.Status.NodeUpgradeStatuses)
+	}
+	for _, name := range []string{"custom-orphan-machine-plan", "no-machine-machine-plan", "gone-machine-plan"} {
+		s := &corev1.Secret{}
+		h.must(h.c.Get(h.ctx(), client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: name}, s))
+		if s.Annotations[v1beta1.AnnotationPreHook] != "" {
+			t.Errorf("the toolkit acknowledged a drain of %s, which belongs to no managed node", name)
+		}
 	}
 }
