@@ -60,6 +60,8 @@ type Result struct {
 	// SIGKILL of the leader), "handover" (a kill while another replica
 	// stood by) and "exit" (a replica that ended by itself).
 	Faults map[string]int
+	// Checks counts the states the invariant checker checked.
+	Checks int
 	Err    error
 }
 
@@ -136,6 +138,7 @@ func Run(ctx context.Context, cfg Config) (res Result) {
 	for _, v := range violations {
 		res.Violations = append(res.Violations, v.String())
 	}
+	res.Checks = run.Checker.Checked()
 	return res
 }
 

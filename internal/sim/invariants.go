@@ -105,6 +105,8 @@ type Checker struct {
 	jobs       map[string]jobTrack // by namespace/name
 	// generations are the provisionGeneration values seen, in order.
 	generations []int64
+	// checked counts the states checked.
+	checked int
 }
 
 type planTrack struct {
@@ -163,6 +165,14 @@ func (c *Checker) Attach(ctx context.Context, informers cache.Informers) error {
 	return nil
 }
 
+// Checked returns how many states of plans, nodes, VMs, Jobs and the
+// provisioning Cluster the Checker has checked.
+func (c *Checker) Checked() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.checked
+}
+
 // Violations returns what the Checker found so far.
 func (c *Checker) Violations() []Violation {
 	c.mu.Lock()
@@ -184,6 +194,7 @@ func phaseRank(p v1beta1.UpgradePlanPhase) int { return slices.Index(pipelineOrd
 func (c *Checker) ObservePlan(p *v1beta1.UpgradePlan) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.checked++
 	t := c.plans[p.Name]
 	if t == nil {
 		t = &planTrack{states: map[string]v1beta1.NodeUpgradeState{}, saved: map[string]string{}, restored: map[string]bool{}}
@@ -326,6 +337,7 @@ func (c *Checker) ObserveJob(j *batchv1.Job) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.checked++
 	key := j.Namespace + "/" + j.Name
 	failed := slices.ContainsFunc(j.Status.Conditions, func(cond batchv1.JobCondition) bool {
 		return cond.Type == batchv1.JobFailed && cond.Status == corev1.ConditionTrue
@@ -344,6 +356,7 @@ func (c *Checker) ObserveProvisioningCluster(cl *provisioningv1.Cluster) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.checked++
 	g := cl.Spec.RKEConfig.ProvisionGeneration
 	if n := len(c.generations); n > 0 && c.generations[n-1] == g {
 		return
@@ -391,6 +404,7 @@ func (c *Checker) planRunning() bool {
 func (c *Checker) ObserveNode(n *corev1.Node) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.checked++
 	_, known := c.cordoned[n.Name]
 	if !known && n.Spec.Unschedulable && !c.planRunning() {
 		c.preCordon[n.Name] = true
@@ -418,6 +432,7 @@ func (c *Checker) ObserveNode(n *corev1.Node) {
 func (c *Checker) ObserveVM(vm *kubevirtv1.VirtualMachine) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.checked++
 	key := vmKey(vm.Namespace, vm.Name)
 	if _, ok := c.ranBefore[key]; !ok {
 		want := wantsRunning(vm)

@@ -90,7 +90,7 @@ func TestChaos(t *testing.T) {
 }
 
 func summary(r chaos.Result) string {
-	s := fmt.Sprintf("seed %d: %s in %s, faults %s", r.Config.Seed, r.Phase, r.Took.Round(time.Second), faults(r.Faults))
+	s := fmt.Sprintf("seed %d: %s in %s, %d states checked, faults %s", r.Config.Seed, r.Phase, r.Took.Round(time.Second), r.Checks, faults(r.Faults))
 	if len(r.Violations) > 0 {
 		s += "; violations: " + strings.Join(r.Violations, "; ")
 	}
@@ -115,7 +115,7 @@ func faults(m map[string]int) string {
 
 // table sums the runs up: outcomes, faults by kind and time.
 func table(results []chaos.Result, baseline time.Duration) string {
-	ok := 0
+	ok, checks := 0, 0
 	total := map[string]int{}
 	var took time.Duration
 	for _, r := range results {
@@ -126,12 +126,14 @@ func table(results []chaos.Result, baseline time.Duration) string {
 			total[k] += v
 		}
 		took += r.Took
+		checks += r.Checks
 	}
 	if len(results) == 0 {
 		return "no runs"
 	}
 	mean := took / time.Duration(len(results))
-	s := fmt.Sprintf("runs %d, Succeeded with every invariant held %d; faults: %s; mean time %s", len(results), ok, faults(total), mean.Round(time.Second))
+	s := fmt.Sprintf("runs %d, Succeeded with every invariant held %d; %d states checked; faults: %s; mean time %s",
+		len(results), ok, checks, faults(total), mean.Round(time.Second))
 	if baseline > 0 {
 		s += fmt.Sprintf(" (fault-free %s, x%.2f)", baseline.Round(time.Second), float64(mean)/float64(baseline))
 	}
