@@ -136,7 +136,8 @@ func FromPlan(p *v1beta1.UpgradePlan, previous *v1beta1.UpgradePlan, now time.Ti
 }
 
 // phaseTimes are the durations of the steps entered, in order; a step
-// entered twice (it cannot, but history is data) counts from its last entry.
+// entered again by a retry appears once per attempt, the failed one ending
+// when the plan failed.
 func phaseTimes(st *v1beta1.UpgradePlanStatus, now time.Time) []PhaseTime {
 	var out []PhaseTime
 	h := st.PhaseTransitionTimestamps
