@@ -211,14 +211,16 @@ func (r *PlanReconciler) fail(s *phase.Scope, res phase.Result) {
 // finished plan.
 func (r *PlanReconciler) awaitRetry(ctx context.Context, plan *v1beta1.UpgradePlan, s *phase.Scope) (ctrl.Result, error) {
 	until := plan.LastFailure().RetryDeadline.Time
-	retry := plan.RetryRequested()
-	if retry == "" {
-		if left := until.Sub(r.Clock.Now()); left > 0 {
-			return ctrl.Result{RequeueAfter: left}, nil
-		}
+	left := until.Sub(r.Clock.Now())
+	if left <= 0 {
+		// Once begun, the cleanup is never cut short by a late retry.
 		r.setCondition(s, v1beta1.ConditionProgressing, metav1.ConditionFalse, v1beta1.ReasonFailed,
 			fmt.Sprintf("%s; not retried by %s: what the plan made and changed is cleaned up", plan.LastFailure().Message, until.UTC().Format(time.RFC3339)))
 		return r.finish(ctx, plan, s)
+	}
+	retry := plan.RetryRequested()
+	if retry == "" {
+		return ctrl.Result{RequeueAfter: left}, nil
 	}
 	res, err := phase.PrepareRetry(ctx, s)
 	if err != nil || !res.Done {
