@@ -48,8 +48,14 @@ func managerBinary(t *testing.T) string {
 // TestChaos runs CHAOS_SEEDS seeds (default 10) from CHAOS_FIRST_SEED
 // (default 1) at CHAOS_NODES nodes (default 3); CHAOS_SEED replays one.
 // Each run must Succeed with every invariant held.
-func TestChaos(t *testing.T) {
+func TestMain(m *testing.M) {
 	ctrllog.SetLogger(logr.Discard())
+	// The world's API server, kubelets and nodes get a network of their own,
+	// and so do the manager's processes, its children.
+	os.Exit(testenv.Isolated(m.Run))
+}
+
+func TestChaos(t *testing.T) {
 	nodes, first, n := env("CHAOS_NODES", 3), env("CHAOS_FIRST_SEED", 1), env("CHAOS_SEEDS", 10)
 	if s := env("CHAOS_SEED", 0); s != 0 {
 		first, n = s, 1
