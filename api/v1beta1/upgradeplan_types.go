@@ -102,9 +102,10 @@ type UpgradePlanSpec struct {
 	// and the system-upgrade-controller Jobs of its Plans) in the cluster,
 	// in the UpgradeLog named after the plan, until the plan is deleted:
 	// `upgrade-toolkit logs PLAN` prints them and writes a support bundle.
-	// Unset follows the manager's default (--upgrade-log, on unless the
-	// chart's upgradeLog.enabled is false); false captures nothing for this
-	// plan: no UpgradeLog, no pod held. Immutable after creation.
+	// Unset or true keeps them when the manager captures logs (its
+	// --upgrade-log flag, the chart's upgradeLog.enabled: on by default);
+	// false captures nothing for this plan: no UpgradeLog, no pod held.
+	// Immutable after creation.
 	// +optional
 	LogEnabled *bool `json:"logEnabled,omitempty"`
 }

@@ -75,6 +75,8 @@ func newManagerCommand() *cobra.Command {
 			"through `kubectl port-forward` when the manager runs outside the cluster; {namespace} and {service} are replaced by the Service's")
 	f.Var(daysFlag{&phaseCfg.MinCertValidity}, "min-certs-expiration-days",
 		"days the API server's certificates must stay valid for an upgrade to start, unless a plan's management.harvesterhci.io/min-certs-expiration-in-day says otherwise")
+	f.BoolVar(&opts.UpgradeLog.Enabled, "upgrade-log", true,
+		"keep the logs of every pod an upgrade runs in the plan's UpgradeLog (a plan opts out with spec.logEnabled: false); false runs nothing of it")
 	zapFlags := goFlagSet()
 	zapOpts.BindFlags(zapFlags)
 	f.AddGoFlagSet(zapFlags)

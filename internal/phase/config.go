@@ -36,6 +36,10 @@ type Config struct {
 	MinCertValidity time.Duration
 	// Deadlines bound every wait.
 	Deadlines Deadlines
+	// UpgradeLog: the manager captures the upgrade's logs (internal/
+	// upgradelog), so the pods of a plan whose logs are kept are made
+	// with its finalizer.
+	UpgradeLog bool
 }
 
 // Deadlines bound waits that could otherwise last forever; each is measured

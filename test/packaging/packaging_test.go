@@ -215,6 +215,7 @@ func TestChartCarriesTheGeneratedFiles(t *testing.T) {
 		"config/rbac/metrics_auth_role.yaml":   chartDir + "/files/rbac/metrics_auth_role.yaml",
 		"config/rbac/metrics_reader_role.yaml": chartDir + "/files/rbac/metrics_reader_role.yaml",
 		"config/rbac/job_role.yaml":            chartDir + "/files/rbac/job_role.yaml",
+		"config/rbac/upgrade_log_role.yaml":    chartDir + "/files/rbac/upgrade_log_role.yaml",
 	}
 	for _, crd := range crds {
 		pairs["config/crd/bases/"+crd] = chartDir + "/crds/" + crd
