@@ -23,6 +23,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/sim"
 	"github.com/harvester/upgrade-toolkit/internal/testenv"
+	"github.com/harvester/upgrade-toolkit/internal/upgradelog"
 )
 
 // EnvtestCertValidity is how long the embedded API server's certificate is
@@ -40,6 +41,7 @@ type Run struct {
 	Client client.Client
 
 	phaseCfg *phase.Config
+	logOpts  upgradelog.Options
 	mu       sync.Mutex
 	stop     context.CancelFunc
 	done     chan error
@@ -70,12 +72,19 @@ func Start(ctx context.Context, cfg sim.Config) (r *Run, err error) {
 	pc.RepoURL = r.Sim.RepoURL
 	pc.MinCertValidity = EnvtestCertValidity
 	r.phaseCfg = &pc
+	// Saved every second: a restart reads again at most that much.
+	r.logOpts = upgradelog.Options{Enabled: true, Interval: time.Second}
 	return r, r.StartManager()
 }
 
 // PhaseConfig is the configuration the toolkit's manager runs with; change
 // it before StartManager.
 func (r *Run) PhaseConfig() *phase.Config { return r.phaseCfg }
+
+// UpgradeLogOptions configure the manager's capture of the upgrade's logs
+// (on by default, as in a real installation); change them before
+// StartManager.
+func (r *Run) UpgradeLogOptions() *upgradelog.Options { return &r.logOpts }
 
 // StartManager starts the toolkit's manager.
 func (r *Run) StartManager() error {
@@ -84,7 +93,7 @@ func (r *Run) StartManager() error {
 	if r.stop != nil {
 		return errors.New("the manager is already running")
 	}
-	mgr, err := manager.New(r.Counter.Wrap(r.Env.Config), manager.Options{MetricsAddr: "0", ProbeAddr: "0", Phase: r.phaseCfg})
+	mgr, err := manager.New(r.Counter.Wrap(r.Env.Config), manager.Options{MetricsAddr: "0", ProbeAddr: "0", Phase: r.phaseCfg, UpgradeLog: r.logOpts})
 	if err != nil {
 		return err
 	}
