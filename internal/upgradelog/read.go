@@ -1,12 +1,19 @@
 package upgradelog
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"text/tabwriter"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -73,4 +80,118 @@ func Header(l v1beta1.CapturedLog) string {
 		s += " (" + strings.Join(state, ", ") + ")"
 	}
 	return s + " <=="
+}
+
+// Follow prints what a running container logs after what was captured of
+// it, reading the live pod's log from the API server from the last captured
+// line on, until the container ends or ctx does. A pod that is gone has
+// nothing more to print.
+func Follow(ctx context.Context, c client.Reader, kube kubernetes.Interface, l v1beta1.CapturedLog, w io.Writer) error {
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: l.ConfigMap}, cm); err != nil {
+		return err
+	}
+	cl := &containerLog{}
+	if s, ok := states(cm)[l.Container]; ok {
+		cl = &containerLog{first: s.First, last: s.Last, lastCount: s.LastCount}
+	}
+	opts := &corev1.PodLogOptions{Container: l.Container, Timestamps: true, Follow: true}
+	if s := cl.since(); s != nil {
+		opts.SinceTime = &metav1.Time{Time: *s}
+	}
+	stream, err := kube.CoreV1().Pods(l.Namespace).GetLogs(l.Pod, opts).Stream(ctx)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stream.Close() }()
+	cl.resume()
+	r := bufio.NewReader(stream)
+	for {
+		line, err := r.ReadString('\n')
+		// Each new line is printed and not kept: no limit applies.
+		if line != "" && cl.feed(line, 1<<30) {
+			if _, werr := w.Write(cl.text()); werr != nil {
+				return werr
+			}
+			cl.head, cl.headLines, cl.tail, cl.tailBytes = nil, 0, nil, 0
+		}
+		if errors.Is(err, io.EOF) || ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// List prints what the UpgradeLog holds, one line per captured log.
+func List(w io.Writer, ul *v1beta1.UpgradeLog) error {
+	st := ul.Status
+	fmt.Fprintf(w, "UpgradeLog %s: %d log(s), %s kept\n", ul.Name, len(st.Logs), humanBytes(st.Bytes))
+	if c := meta.FindStatusCondition(st.Conditions, v1beta1.ConditionTruncated); c != nil && c.Status == metav1.ConditionTrue {
+		fmt.Fprintf(w, "truncated: %s\n", c.Message)
+	}
+	if len(st.Logs) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tNODE\tCONTAINER\tLINES\tSIZE\tSTATE\tFIRST\tLAST")
+	for _, l := range st.Logs {
+		state := "complete"
+		if !l.Complete {
+			state = "running"
+		}
+		if l.Truncated {
+			state += ",truncated"
+		}
+		fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", l.Namespace, l.Job, orDash(l.Node), l.Container, l.Lines, humanBytes(l.Bytes), state, clock(l.FirstTimestamp), clock(l.LastTimestamp))
+	}
+	return tw.Flush()
+}
+
+// Print writes the selected logs' text, each after its Header when there
+// is more than one.
+func Print(ctx context.Context, c client.Reader, w io.Writer, logs []v1beta1.CapturedLog) error {
+	for _, l := range logs {
+		if len(logs) > 1 {
+			if _, err := fmt.Fprintln(w, Header(l)); err != nil {
+				return err
+			}
+		}
+		text, err := Text(ctx, c, l)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(text); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func clock(t *metav1.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format("15:04:05")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
