@@ -178,18 +178,21 @@ func machinePlanSecrets(ctx context.Context, c client.Reader) ([]corev1.Secret, 
 	return out, nil
 }
 
-// Redact returns the Secret with each value replaced by Redacted and its
-// managed fields (which may quote values) dropped.
+// Redact returns the Secret with its keys kept and each value replaced by
+// Redacted (in stringData, so that it reads as such), and its managed
+// fields and last-applied annotation, which may quote values, dropped.
 func Redact(s corev1.Secret) corev1.Secret {
 	s = *s.DeepCopy()
 	s.ManagedFields = nil
 	delete(s.Annotations, corev1.LastAppliedConfigAnnotation)
+	redacted := map[string]string{}
 	for k := range s.Data {
-		s.Data[k] = []byte(Redacted)
+		redacted[k] = Redacted
 	}
 	for k := range s.StringData {
-		s.StringData[k] = Redacted
+		redacted[k] = Redacted
 	}
+	s.Data, s.StringData = nil, redacted
 	return s
 }
 

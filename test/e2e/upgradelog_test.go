@@ -1,0 +1,398 @@
+package e2e
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/apicount"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/sim"
+	"github.com/harvester/upgrade-toolkit/internal/simrun"
+	"github.com/harvester/upgrade-toolkit/internal/upgradelog"
+)
+
+// reaper deletes every finished pod of the upgrade at once, as a Job's TTL
+// of 0 would, after noting what its container wrote (the simulated
+// kubelet's log, which goes with the pod object). It also notes every pod
+// that ever carried the capture's finalizer.
+type reaper struct {
+	mu    sync.Mutex
+	wrote map[string]string // namespace/pod -> the whole log
+	jobs  map[string]bool   // namespace/job
+	held  map[string]bool   // pods seen with the capture's finalizer
+	stop  context.CancelFunc
+	done  chan struct{}
+}
+
+func startReaper(run *simrun.Run) *reaper {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &reaper{wrote: map[string]string{}, jobs: map[string]bool{}, held: map[string]bool{}, stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		for ctx.Err() == nil {
+			r.pass(ctx, run)
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	return r
+}
+
+func (r *reaper) pass(ctx context.Context, run *simrun.Run) {
+	for _, ns := range upgradelog.Namespaces {
+		pods := &corev1.PodList{}
+		if err := run.Client.List(ctx, pods, client.InNamespace(ns), client.HasLabels{v1beta1.LabelUpgradePlan, batchv1.JobNameLabel}); err != nil {
+			continue
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			key := ns + "/" + p.Name
+			r.mu.Lock()
+			r.jobs[ns+"/"+p.Labels[batchv1.JobNameLabel]] = true
+			if slices.Contains(p.Finalizers, v1beta1.FinalizerLogCapture) {
+				r.held[key] = true
+			}
+			_, noted := r.wrote[key]
+			r.mu.Unlock()
+			if noted || p.DeletionTimestamp != nil || (p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed) {
+				continue
+			}
+			text, ok := run.Sim.PodLog(ns, p.Name)
+			if !ok {
+				continue
+			}
+			r.mu.Lock()
+			r.wrote[key] = text
+			r.mu.Unlock()
+			_ = run.Client.Delete(ctx, p)
+		}
+	}
+}
+
+func (r *reaper) finish() {
+	r.stop()
+	<-r.done
+}
+
+// TestUpgradeLogKeepsEveryJobsLog runs a 2-node upgrade whose finished pods
+// are deleted at once and whose manager is restarted at a random moment of
+// every phase (in the middle of Jobs too), and checks that the plan's
+// UpgradeLog holds every pod's whole log, byte for byte, that no pod is
+// held once its log is kept, that `logs --archive` writes every part of the
+// bundle and no Secret value, and that the logs go with the plan.
+func TestUpgradeLogKeepsEveryJobsLog(t *testing.T) {
+	var rp *reaper
+	scenario{
+		sim:      sim.Config{Nodes: 2},
+		restarts: true,
+		during: func(t *testing.T, ctx context.Context, run *simrun.Run, p *v1beta1.UpgradePlan) {
+			if rp == nil {
+				rp = startReaper(run)
+			}
+		},
+		after: func(t *testing.T, ctx context.Context, run *simrun.Run) {
+			rp.finish()
+			plan := onlyPlan(t, ctx, run)
+			if run.Restarts() == 0 {
+				t.Error("the manager was never restarted")
+			}
+			ul := waitLogsComplete(t, ctx, run, plan, rp.wrote)
+			checkJobsCaptured(t, ul, rp.jobs)
+			checkArchive(t, ctx, run, plan, ul)
+			checkGoneWithPlan(t, ctx, run, plan)
+		},
+		want: v1beta1.PhaseSucceeded,
+	}.run(t)
+}
+
+func onlyPlan(t *testing.T, ctx context.Context, run *simrun.Run) string {
+	t.Helper()
+	plans := &v1beta1.UpgradePlanList{}
+	if err := run.Client.List(ctx, plans); err != nil || len(plans.Items) != 1 {
+		t.Fatalf("want one plan: %v %v", plans.Items, err)
+	}
+	return plans.Items[0].Name
+}
+
+// waitLogsComplete waits until the UpgradeLog lists every noted pod's log
+// complete, then compares each with what the pod wrote.
+func waitLogsComplete(t *testing.T, ctx context.Context, run *simrun.Run, plan string, wrote map[string]string) *v1beta1.UpgradeLog {
+	t.Helper()
+	if len(wrote) == 0 {
+		t.Fatal("no pod was seen finishing")
+	}
+	var ul *v1beta1.UpgradeLog
+	var missing []string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		if ul, err = upgradelog.Get(ctx, run.Client, plan); err != nil {
+			return false, nil //nolint:nilerr // not made yet
+		}
+		missing = nil
+		for key := range wrote {
+			found := false
+			for _, l := range ul.Status.Logs {
+				found = found || (l.Namespace+"/"+l.Pod == key && l.Complete)
+			}
+			if !found {
+				missing = append(missing, key)
+			}
+		}
+		return len(missing) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the UpgradeLog never listed these pods' logs complete: %v (%+v)", missing, ul)
+	}
+	for key, want := range wrote {
+		for _, l := range ul.Status.Logs {
+			if l.Namespace+"/"+l.Pod != key {
+				continue
+			}
+			got, err := upgradelog.Text(ctx, run.Client, l)
+			if err != nil {
+				t.Error(err)
+				continue
+			}
+			if string(got) != want || want == "" {
+				t.Errorf("%s: kept log differs from what the pod wrote\nkept:\n%s\nwrote:\n%s", key, got, want)
+			}
+		}
+	}
+	t.Logf("%d pods' logs kept whole, %d bytes in all", len(wrote), ul.Status.Bytes)
+	var left []string
+	for _, ns := range upgradelog.Namespaces {
+		pods := &corev1.PodList{}
+		if err := run.Client.List(ctx, pods, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if slices.Contains(p.Finalizers, v1beta1.FinalizerLogCapture) {
+				left = append(left, ns+"/"+p.Name)
+			}
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("pods still held by the capture after the upgrade: %v", left)
+	}
+	return ul
+}
+
+// checkJobsCaptured: every Job the upgrade ran has a log kept.
+func checkJobsCaptured(t *testing.T, ul *v1beta1.UpgradeLog, jobs map[string]bool) {
+	t.Helper()
+	components := map[string]bool{}
+	for job := range jobs {
+		found := false
+		for _, l := range ul.Status.Logs {
+			if l.Namespace+"/"+l.Job == job {
+				found = true
+				components[l.Component] = true
+			}
+		}
+		if !found {
+			t.Errorf("Job %s ran, and no log of it was kept", job)
+		}
+	}
+	for _, c := range []string{v1beta1.ComponentImagePreload, v1beta1.ComponentClusterUpgrade, v1beta1.ComponentNodeUpgrade, v1beta1.ComponentImageCleanup} {
+		if !components[c] {
+			t.Errorf("no %s Job's log was kept (kept: %v)", c, components)
+		}
+	}
+}
+
+// checkArchive: the bundle holds each listed file, every kept log as kept,
+// and no value of any Secret of the cluster.
+func checkArchive(t *testing.T, ctx context.Context, run *simrun.Run, plan string, ul *v1beta1.UpgradeLog) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := upgradelog.Archive(ctx, run.Client, plan, "v0.0.0-e2e", time.Now(), &buf); err != nil {
+		t.Fatal(err)
+	}
+	files := untar(t, buf.Bytes())
+	for _, f := range upgradelog.ArchiveFiles {
+		if body, ok := files[plan+"/"+f]; !ok || len(body) == 0 {
+			t.Errorf("the archive has no %s (it has %d files)", f, len(files))
+		}
+	}
+	for _, l := range ul.Status.Logs {
+		want, err := upgradelog.Text(ctx, run.Client, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := files[plan+"/logs/"+l.Namespace+"/"+l.Pod+"/"+l.Container+".log"]; got != string(want) {
+			t.Errorf("the archive's log of %s/%s differs from the kept one", l.Namespace, l.Pod)
+		}
+	}
+	for _, want := range []string{"kind: UpgradePlan", "name: " + plan} {
+		if !strings.Contains(files[plan+"/upgradeplan.yaml"], want) {
+			t.Errorf("upgradeplan.yaml lacks %q", want)
+		}
+	}
+	for _, want := range []string{"node-1\n", "node-2\n", "pre-drain", "now " + string(v1beta1.NodeStateImageCleaned)} {
+		if !strings.Contains(files[plan+"/nodes.txt"], want) {
+			t.Errorf("nodes.txt lacks %q:\n%s", want, files[plan+"/nodes.txt"])
+		}
+	}
+	if !strings.Contains(files[plan+"/machine-plan-secrets.yaml"], upgradelog.Redacted) {
+		t.Errorf("the machine-plan Secrets are not in the archive, redacted:\n%.500s", files[plan+"/machine-plan-secrets.yaml"])
+	}
+	if !strings.Contains(files[plan+"/toolkit-version.txt"], "v0.0.0-e2e") {
+		t.Error("the toolkit's version is not in the archive")
+	}
+	secrets := &corev1.SecretList{}
+	if err := run.Client.List(ctx, secrets); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, s := range secrets.Items {
+		for k, v := range s.Data {
+			if len(v) < 8 {
+				continue // too short to tell from other text
+			}
+			checked++
+			for name, body := range files {
+				if strings.Contains(body, string(v)) {
+					t.Errorf("the archive's %s holds the value of Secret %s/%s key %s", name, s.Namespace, s.Name, k)
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Error("no Secret value to look for")
+	}
+	t.Logf("archive: %d files, %d bytes; checked %d Secret values", len(files), buf.Len(), checked)
+}
+
+func untar(t *testing.T, data []byte) map[string]string {
+	t.Helper()
+	gz, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	files := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[h.Name] = string(b)
+	}
+}
+
+// checkGoneWithPlan: deleting the plan removes its UpgradeLog and the log
+// ConfigMaps (the garbage collector, through the owner references).
+func checkGoneWithPlan(t *testing.T, ctx context.Context, run *simrun.Run, plan string) {
+	t.Helper()
+	p := &v1beta1.UpgradePlan{}
+	p.Name = plan
+	if err := run.Client.Delete(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		ul := &v1beta1.UpgradeLog{}
+		if err := run.Client.Get(ctx, client.ObjectKey{Name: plan}, ul); !apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		cms := &corev1.ConfigMapList{}
+		if err := run.Client.List(ctx, cms, client.InNamespace(cluster.HarvesterNamespace), client.MatchingLabels{v1beta1.LabelUpgradeLog: plan}); err != nil {
+			return false, err
+		}
+		return len(cms.Items) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("the UpgradeLog or its ConfigMaps outlived the plan: %v", err)
+	}
+}
+
+// TestUpgradeLogOptOut: a plan with spec.logEnabled false, and a manager
+// with the capture off, hold no pod, make no UpgradeLog and keep no log; the
+// manager with the capture off asks nothing of it of the API.
+func TestUpgradeLogOptOut(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		spec      v1beta1.UpgradePlanSpec
+		managerOn bool
+	}{
+		{"plan", v1beta1.UpgradePlanSpec{LogEnabled: ptr.To(false)}, true},
+		{"manager", v1beta1.UpgradePlanSpec{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var rp *reaper
+			scenario{
+				sim:  sim.Config{Nodes: 1},
+				spec: tc.spec,
+				beforePlan: func(t *testing.T, ctx context.Context, run *simrun.Run) {
+					if !tc.managerOn {
+						run.UpgradeLogOptions().Enabled = false
+						if err := run.RestartManager(); err != nil {
+							t.Fatal(err)
+						}
+						run.Counter.Reset()
+					}
+				},
+				during: func(t *testing.T, ctx context.Context, run *simrun.Run, p *v1beta1.UpgradePlan) {
+					if rp == nil {
+						rp = startReaper(run)
+					}
+				},
+				after: func(t *testing.T, ctx context.Context, run *simrun.Run) {
+					rp.finish()
+					plan := onlyPlan(t, ctx, run)
+					if len(rp.held) > 0 {
+						t.Errorf("pods held by the capture: %v", rp.held)
+					}
+					if len(rp.wrote) == 0 {
+						t.Error("no pod finished: nothing was checked")
+					}
+					ul := &v1beta1.UpgradeLog{}
+					if err := run.Client.Get(ctx, client.ObjectKey{Name: plan}, ul); !apierrors.IsNotFound(err) {
+						t.Errorf("an UpgradeLog exists: %v %+v", err, ul.Status)
+					}
+					cms := &corev1.ConfigMapList{}
+					if err := run.Client.List(ctx, cms, client.HasLabels{v1beta1.LabelUpgradeLog}); err != nil || len(cms.Items) > 0 {
+						t.Errorf("log ConfigMaps kept: %d %v", len(cms.Items), err)
+					}
+					if _, err := upgradelog.Get(ctx, run.Client, plan); err == nil {
+						t.Error("logs PLAN finds an UpgradeLog")
+					} else {
+						t.Logf("logs %s: %v", plan, err)
+					}
+					if tc.managerOn {
+						return
+					}
+					counts := run.Counter.Snapshot()
+					for _, k := range []apicount.Key{{Verb: "get", Resource: "pods/log"}, {Verb: "patch", Resource: "pods"}, {Verb: "list", Resource: "upgradelogs"}, {Verb: "watch", Resource: "upgradelogs"}} {
+						if counts[k] > 0 {
+							t.Errorf("the manager with the capture off made %d %s requests", counts[k], k)
+						}
+					}
+				},
+				want: v1beta1.PhaseSucceeded,
+			}.run(t)
+		})
+	}
+}
