@@ -40,8 +40,8 @@ type reaper struct {
 	// capturing: the capture runs, so a pod it does not make is deleted
 	// once it holds it.
 	capturing bool
-	stop  context.CancelFunc
-	done  chan struct{}
+	stop      context.CancelFunc
+	done      chan struct{}
 }
 
 func startReaper(run *simrun.Run, capturing bool) *reaper {
