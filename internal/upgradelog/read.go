@@ -130,26 +130,28 @@ func Follow(ctx context.Context, c client.Reader, kube kubernetes.Interface, l v
 // List prints what the UpgradeLog holds, one line per captured log.
 func List(w io.Writer, ul *v1beta1.UpgradeLog) error {
 	st := ul.Status
-	fmt.Fprintf(w, "UpgradeLog %s: %d log(s), %s kept\n", ul.Name, len(st.Logs), humanBytes(st.Bytes))
+	var b strings.Builder
+	fmt.Fprintf(&b, "UpgradeLog %s: %d log(s), %s kept\n", ul.Name, len(st.Logs), humanBytes(st.Bytes))
 	if c := meta.FindStatusCondition(st.Conditions, v1beta1.ConditionTruncated); c != nil && c.Status == metav1.ConditionTrue {
-		fmt.Fprintf(w, "truncated: %s\n", c.Message)
+		fmt.Fprintf(&b, "truncated: %s\n", c.Message)
 	}
-	if len(st.Logs) == 0 {
-		return nil
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tNODE\tCONTAINER\tLINES\tSIZE\tSTATE\tFIRST\tLAST")
-	for _, l := range st.Logs {
-		state := "complete"
-		if !l.Complete {
-			state = "running"
+	if len(st.Logs) > 0 {
+		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		_, _ = fmt.Fprintln(tw, "JOB\tNODE\tCONTAINER\tLINES\tSIZE\tSTATE\tFIRST\tLAST")
+		for _, l := range st.Logs {
+			state := "complete"
+			if !l.Complete {
+				state = "running"
+			}
+			if l.Truncated {
+				state += ",truncated"
+			}
+			_, _ = fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", l.Namespace, l.Job, orDash(l.Node), l.Container, l.Lines, humanBytes(l.Bytes), state, clock(l.FirstTimestamp), clock(l.LastTimestamp))
 		}
-		if l.Truncated {
-			state += ",truncated"
-		}
-		fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", l.Namespace, l.Job, orDash(l.Node), l.Container, l.Lines, humanBytes(l.Bytes), state, clock(l.FirstTimestamp), clock(l.LastTimestamp))
+		_ = tw.Flush()
 	}
-	return tw.Flush()
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // Print writes the selected logs' text, each after its Header when there
