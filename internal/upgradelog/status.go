@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -48,8 +50,18 @@ func ensureUpgradeLog(ctx context.Context, c client.Client, plan *v1beta1.Upgrad
 }
 
 // statusWriter keeps each UpgradeLog's status the list of its ConfigMaps'
-// logs.
-type statusWriter struct{ c client.Client }
+// logs. It writes a status at most every statusInterval, so that a running
+// container's log saved every few seconds does not rewrite the UpgradeLog
+// as often: the ConfigMaps hold the live figures.
+type statusWriter struct {
+	c       client.Client
+	mu      sync.Mutex
+	written map[string]time.Time
+}
+
+// statusInterval is the least time between two writes of an UpgradeLog's
+// status.
+const statusInterval = 5 * time.Second
 
 func setupStatus(mgr ctrl.Manager) error {
 	toLog := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -61,7 +73,7 @@ func setupStatus(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("upgradelog-status").
 		For(&v1beta1.UpgradeLog{}).
 		Watches(&corev1.ConfigMap{}, toLog).
-		Complete(&statusWriter{c: mgr.GetClient()})
+		Complete(&statusWriter{c: mgr.GetClient(), written: map[string]time.Time{}})
 }
 
 func (w *statusWriter) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -91,8 +103,20 @@ func (w *statusWriter) Reconcile(ctx context.Context, req reconcile.Request) (re
 	if reflect.DeepEqual(st, ul.Status) {
 		return reconcile.Result{}, nil
 	}
+	w.mu.Lock()
+	wait := statusInterval - time.Since(w.written[ul.Name])
+	w.mu.Unlock()
+	if wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
 	ul.Status = st
-	return reconcile.Result{}, client.IgnoreNotFound(w.c.Status().Update(ctx, ul))
+	if err := w.c.Status().Update(ctx, ul); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	w.mu.Lock()
+	w.written[ul.Name] = time.Now()
+	w.mu.Unlock()
+	return reconcile.Result{}, nil
 }
 
 // Summarize lists the logs that the ConfigMaps keep, by namespace, pod and
