@@ -130,6 +130,7 @@ func TestUpgradeLogKeepsEveryJobsLog(t *testing.T) {
 			}
 			ul := waitLogsComplete(t, ctx, run, plan, rp.wrote)
 			checkJobsCaptured(t, ul, rp.jobs)
+			showLogs(t, ctx, run, ul)
 			checkArchive(t, ctx, run, plan, ul)
 			checkGoneWithPlan(t, ctx, run, plan)
 		},
@@ -262,6 +263,28 @@ func waitLogsComplete(t *testing.T, ctx context.Context, run *simrun.Run, plan s
 		t.Errorf("pods still held by the capture after the upgrade: %v", left)
 	}
 	return ul
+}
+
+// showLogs prints what `logs PLAN` and `logs PLAN --job <node-1's
+// pre-drain>` print, and checks the listing names every log.
+func showLogs(t *testing.T, ctx context.Context, run *simrun.Run, ul *v1beta1.UpgradeLog) {
+	t.Helper()
+	var list strings.Builder
+	if err := upgradelog.List(&list, ul); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ul.Status.Logs {
+		if !strings.Contains(list.String(), l.Namespace+"/"+l.Job+" ") {
+			t.Errorf("the listing lacks %s/%s:\n%s", l.Namespace, l.Job, list.String())
+		}
+	}
+	t.Logf("upgrade-toolkit logs %s:\n%s", ul.Name, list.String())
+	job := ul.Name + "-node-upgrade-pre-drain-node-1"
+	var text strings.Builder
+	if err := upgradelog.Print(ctx, run.Client, &text, upgradelog.Select(ul.Status.Logs, job, "")); err != nil || text.Len() == 0 {
+		t.Errorf("logs --job %s: %v", job, err)
+	}
+	t.Logf("upgrade-toolkit logs %s --job %s:\n%s", ul.Name, job, text.String())
 }
 
 // checkJobsCaptured: every Job the upgrade ran has a log kept.
