@@ -35,9 +35,10 @@ type UpgradeLogStatus struct {
 
 // CapturedLog is one container's captured log.
 type CapturedLog struct {
-	// Namespace and Pod are the pod the log comes from.
+	// Namespace is the namespace of the pod the log comes from.
 	Namespace string `json:"namespace"`
-	Pod       string `json:"pod"`
+	// Pod is the pod the log comes from.
+	Pod string `json:"pod"`
 	// Container is the container's name.
 	Container string `json:"container"`
 	// Job is the Job that ran the pod.
@@ -46,20 +47,22 @@ type CapturedLog struct {
 	// Node is the node the pod ran on.
 	// +optional
 	Node string `json:"node,omitempty"`
-	// Component is the pod's upgrade-component label (image-preload,
-	// cluster-upgrade, node-upgrade, image-cleanup), JobType its job-type
-	// label (pre-drain, post-drain, single-node-upgrade, restore-vm).
+	// Component is the pod's upgrade-component label: image-preload,
+	// cluster-upgrade, node-upgrade or image-cleanup.
 	// +optional
 	Component string `json:"component,omitempty"`
+	// JobType is the pod's job-type label: pre-drain, post-drain,
+	// single-node-upgrade or restore-vm.
 	// +optional
 	JobType string `json:"jobType,omitempty"`
-	// ConfigMap is the ConfigMap in harvester-system that holds the text,
-	// under the key Key (gzip).
+	// ConfigMap is the ConfigMap in harvester-system that holds the text.
 	ConfigMap string `json:"configMap"`
-	Key       string `json:"key"`
-	// Bytes and Lines are the size of the kept text, uncompressed, the
-	// truncation mark included.
+	// Key is the text's key in the ConfigMap's binaryData (gzip).
+	Key string `json:"key"`
+	// Bytes is the size of the kept text, uncompressed, the truncation
+	// mark included.
 	Bytes int64 `json:"bytes"`
+	// Lines is the number of kept lines, the truncation mark included.
 	Lines int64 `json:"lines"`
 	// Complete: the container ended and its log was read to its end.
 	Complete bool `json:"complete"`
@@ -67,10 +70,10 @@ type CapturedLog struct {
 	// limit); a mark line in the text says how many and where.
 	// +optional
 	Truncated bool `json:"truncated,omitempty"`
-	// FirstTimestamp and LastTimestamp are the times the kubelet gave the
-	// first and the last line kept.
+	// FirstTimestamp is the time the kubelet gave the first line kept.
 	// +optional
 	FirstTimestamp *metav1.Time `json:"firstTimestamp,omitempty"`
+	// LastTimestamp is the time the kubelet gave the last line kept.
 	// +optional
 	LastTimestamp *metav1.Time `json:"lastTimestamp,omitempty"`
 }
@@ -92,8 +95,10 @@ type UpgradeLog struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
+	// Spec names the plan.
 	// +required
 	Spec UpgradeLogSpec `json:"spec"`
+	// Status lists the captured logs.
 	// +optional
 	Status UpgradeLogStatus `json:"status,omitempty"`
 }
