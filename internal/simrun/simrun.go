@@ -15,6 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -42,6 +43,8 @@ type Run struct {
 
 	phaseCfg *phase.Config
 	logOpts  upgradelog.Options
+	// managerConfig is who the manager runs as; nil is the administrator.
+	managerConfig *rest.Config
 	mu       sync.Mutex
 	stop     context.CancelFunc
 	done     chan error
@@ -86,6 +89,14 @@ func (r *Run) PhaseConfig() *phase.Config { return r.phaseCfg }
 // StartManager.
 func (r *Run) UpgradeLogOptions() *upgradelog.Options { return &r.logOpts }
 
+// RunManagerAs makes the manager, from its next start, run as cfg's user
+// (e.g. a ServiceAccount bound to the generated roles, internal/rbactest).
+func (r *Run) RunManagerAs(cfg *rest.Config) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.managerConfig = cfg
+}
+
 // StartManager starts the toolkit's manager.
 func (r *Run) StartManager() error {
 	r.mu.Lock()
@@ -93,7 +104,11 @@ func (r *Run) StartManager() error {
 	if r.stop != nil {
 		return errors.New("the manager is already running")
 	}
-	mgr, err := manager.New(r.Counter.Wrap(r.Env.Config), manager.Options{MetricsAddr: "0", ProbeAddr: "0", Phase: r.phaseCfg, UpgradeLog: r.logOpts})
+	cfg := r.Env.Config
+	if r.managerConfig != nil {
+		cfg = r.managerConfig
+	}
+	mgr, err := manager.New(r.Counter.Wrap(cfg), manager.Options{MetricsAddr: "0", ProbeAddr: "0", Phase: r.phaseCfg, UpgradeLog: r.logOpts})
 	if err != nil {
 		return err
 	}

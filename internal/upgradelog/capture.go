@@ -177,6 +177,11 @@ func (c *capturer) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	final := ended(pod) || (pod.DeletionTimestamp != nil && c.nowFor().After(pod.DeletionTimestamp.Time))
 	readErr := c.read(ctx, plan.Name, pod, pl, final)
 	if err := c.save(ctx, ul, plan.Name, pod, pl); err != nil {
+		if pod.DeletionTimestamp != nil && c.nowFor().Sub(pod.DeletionTimestamp.Time) > c.opts.GiveUp {
+			// The log cannot be kept: never hold a deleted pod for ever.
+			log.FromContext(ctx).Error(err, "giving up keeping the log of a deleted pod")
+			return reconcile.Result{}, c.release(ctx, pod)
+		}
 		return reconcile.Result{}, err
 	}
 	if readErr != nil {

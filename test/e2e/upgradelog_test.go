@@ -16,6 +16,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +24,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/apicount"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/rbactest"
 	"github.com/harvester/upgrade-toolkit/internal/sim"
 	"github.com/harvester/upgrade-toolkit/internal/simrun"
 	"github.com/harvester/upgrade-toolkit/internal/upgradelog"
@@ -109,11 +111,27 @@ func (r *reaper) finish() {
 // for byte, that no pod is held once its log is kept, that `logs --archive`
 // writes every part of the bundle and no Secret value, and that the logs go
 // with the plan.
+//
+// The manager runs as a ServiceAccount bound to the generated manager and
+// upgrade-log roles: no request may be refused, and every permission of the
+// upgrade-log role must be used.
 func TestUpgradeLogKeepsEveryJobsLog(t *testing.T) {
 	var rp *reaper
+	var sa *rbactest.Identity
 	stopped := make(chan []string, 1)
 	scenario{
 		sim: sim.Config{Nodes: 2},
+		beforePlan: func(t *testing.T, ctx context.Context, run *simrun.Run) {
+			var err error
+			sa, err = rbactest.Bind(ctx, run.Env, types.NamespacedName{Namespace: cluster.HarvesterNamespace, Name: "upgrade-toolkit"}, rbactest.ManagerRole, rbactest.UpgradeLogRole)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run.RunManagerAs(sa.Config())
+			if err := run.RestartManager(); err != nil {
+				t.Fatal(err)
+			}
+		},
 		during: func(t *testing.T, ctx context.Context, run *simrun.Run, p *v1beta1.UpgradePlan) {
 			if rp == nil {
 				rp = startReaper(run, true)
@@ -121,6 +139,16 @@ func TestUpgradeLogKeepsEveryJobsLog(t *testing.T) {
 			}
 		},
 		after: func(t *testing.T, ctx context.Context, run *simrun.Run) {
+			defer func() {
+				for _, r := range sa.Refused() {
+					t.Errorf("RBAC refused the manager: %s", r)
+				}
+				for _, g := range sa.Unused() {
+					if strings.HasPrefix(g, "upgrade-toolkit-upgrade-log") {
+						t.Errorf("the upgrade-log role grants what the capture never used: %s", g)
+					}
+				}
+			}()
 			rp.finish()
 			plan := onlyPlan(t, ctx, run)
 			if pods := <-stopped; len(pods) != 2 {
