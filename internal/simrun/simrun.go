@@ -45,10 +45,10 @@ type Run struct {
 	logOpts  upgradelog.Options
 	// managerConfig is who the manager runs as; nil is the administrator.
 	managerConfig *rest.Config
-	mu       sync.Mutex
-	stop     context.CancelFunc
-	done     chan error
-	starts   int
+	mu            sync.Mutex
+	stop          context.CancelFunc
+	done          chan error
+	starts        int
 }
 
 // Start starts the control plane, builds the simulated cluster on it, and
