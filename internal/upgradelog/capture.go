@@ -92,12 +92,16 @@ type capturer struct {
 	kube   kubernetes.Interface
 	opts   Options
 	mu     sync.Mutex
-	byUID  map[types.UID]*podLog
+	pods   map[types.NamespacedName]*podLog
 	nowFor func() time.Time
 }
 
 // podLog is what is kept of one pod.
 type podLog struct {
+	uid types.UID
+	// finished: the log was kept to its end and the pod let go; only this
+	// is remembered of it, until the pod is gone.
+	finished bool
 	containers map[string]*containerLog
 	// saved: the ConfigMap holds all of it.
 	saved bool
@@ -127,7 +131,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
-	c := &capturer{c: mgr.GetClient(), api: mgr.GetAPIReader(), kube: kube, opts: opts, byUID: map[types.UID]*podLog{}, nowFor: time.Now}
+	c := &capturer{c: mgr.GetClient(), api: mgr.GetAPIReader(), kube: kube, opts: opts, pods: map[types.NamespacedName]*podLog{}, nowFor: time.Now}
 	upgradePods := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		l := o.GetLabels()
 		return l[v1beta1.LabelUpgradePlan] != "" && l[batchv1.JobNameLabel] != "" && slices.Contains(Namespaces, o.GetNamespace())
@@ -144,6 +148,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 func (c *capturer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	pod := &corev1.Pod{}
 	if err := c.c.Get(ctx, req.NamespacedName, pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			c.forget(req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	planName := pod.Labels[v1beta1.LabelUpgradePlan]
@@ -159,7 +166,14 @@ func (c *capturer) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		// the pod go.
 		return reconcile.Result{}, c.release(ctx, pod)
 	}
-	if pod.DeletionTimestamp == nil && !controllerutil.ContainsFinalizer(pod, v1beta1.FinalizerLogCapture) && !c.done(pod) {
+	pl, err := c.load(ctx, plan.Name, pod)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if c.done(pod, pl) {
+		return reconcile.Result{}, c.finish(ctx, pod)
+	}
+	if pod.DeletionTimestamp == nil && !controllerutil.ContainsFinalizer(pod, v1beta1.FinalizerLogCapture) {
 		// A system-upgrade-controller pod, seen for the first time (the
 		// toolkit's own carry the finalizer from their template).
 		if err := c.hold(ctx, pod); err != nil {
@@ -167,10 +181,6 @@ func (c *capturer) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		}
 	}
 	ul, err := ensureUpgradeLog(ctx, c.c, plan)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	pl, err := c.load(ctx, plan.Name, pod)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -198,9 +208,8 @@ func (c *capturer) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		return reconcile.Result{RequeueAfter: c.opts.Interval}, nil
 	}
 	pl.unreadSince = time.Time{}
-	if c.done(pod) {
-		c.forget(pod.UID)
-		return reconcile.Result{}, c.release(ctx, pod)
+	if c.done(pod, pl) {
+		return reconcile.Result{}, c.finish(ctx, pod)
 	}
 	return reconcile.Result{RequeueAfter: c.opts.Interval}, nil
 }
@@ -246,11 +255,11 @@ func ended(pod *corev1.Pod) bool {
 
 // done reports whether the pod's log was captured to its end: every
 // container that ran was read after it ended, and none will run.
-func (c *capturer) done(pod *corev1.Pod) bool {
-	c.mu.Lock()
-	pl := c.byUID[pod.UID]
-	c.mu.Unlock()
-	if pl == nil || !pl.saved {
+func (c *capturer) done(pod *corev1.Pod, pl *podLog) bool {
+	if pl.finished {
+		return true
+	}
+	if !pl.saved {
 		return false
 	}
 	final := ended(pod) || (pod.DeletionTimestamp != nil && c.nowFor().After(pod.DeletionTimestamp.Time))
@@ -263,6 +272,14 @@ func (c *capturer) done(pod *corev1.Pod) bool {
 		}
 	}
 	return true
+}
+
+// finish lets go of a pod whose log is kept, and of its text in memory.
+func (c *capturer) finish(ctx context.Context, pod *corev1.Pod) error {
+	c.mu.Lock()
+	c.pods[client.ObjectKeyFromObject(pod)] = &podLog{uid: pod.UID, finished: true}
+	c.mu.Unlock()
+	return c.release(ctx, pod)
 }
 
 // read reads each started container's log from where the kept one ends;
@@ -352,13 +369,14 @@ func (c *capturer) readContainer(ctx context.Context, pod *corev1.Pod, container
 // load returns what is kept of the pod's log: in memory, else from its
 // ConfigMap (after a manager restart), else nothing yet.
 func (c *capturer) load(ctx context.Context, plan string, pod *corev1.Pod) (*podLog, error) {
+	key := client.ObjectKeyFromObject(pod)
 	c.mu.Lock()
-	pl := c.byUID[pod.UID]
+	pl := c.pods[key]
 	c.mu.Unlock()
-	if pl != nil {
+	if pl != nil && pl.uid == pod.UID {
 		return pl, nil
 	}
-	pl = &podLog{containers: map[string]*containerLog{}}
+	pl = &podLog{uid: pod.UID, containers: map[string]*containerLog{}}
 	cm := &corev1.ConfigMap{}
 	err := c.api.Get(ctx, client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: ConfigMap(plan, pod.Name)}, cm)
 	switch {
@@ -381,14 +399,14 @@ func (c *capturer) load(ctx context.Context, plan string, pod *corev1.Pod) (*pod
 		pl.saved = true
 	}
 	c.mu.Lock()
-	c.byUID[pod.UID] = pl
+	c.pods[key] = pl
 	c.mu.Unlock()
 	return pl, nil
 }
 
-func (c *capturer) forget(uid types.UID) {
+func (c *capturer) forget(key types.NamespacedName) {
 	c.mu.Lock()
-	delete(c.byUID, uid)
+	delete(c.pods, key)
 	c.mu.Unlock()
 }
 
@@ -410,7 +428,12 @@ func states(cm *corev1.ConfigMap) map[string]containerState {
 
 // save writes the pod's log ConfigMap when it changed.
 func (c *capturer) save(ctx context.Context, ul *v1beta1.UpgradeLog, plan string, pod *corev1.Pod, pl *podLog) error {
-	if pl.saved || len(pl.containers) == 0 {
+	if len(pl.containers) == 0 {
+		// No container ran: nothing to keep (a pod deleted before it
+		// started must not wait for one).
+		pl.saved = true
+	}
+	if pl.saved {
 		return nil
 	}
 	st := map[string]containerState{}
