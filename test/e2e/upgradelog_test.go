@@ -190,7 +190,11 @@ func stopDuringJobs(ctx context.Context, t *testing.T, run *simrun.Run) []string
 			for i := range list.Items {
 				p := &list.Items[i]
 				text, _ := run.Sim.PodLog(p.Namespace, p.Name)
-				if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && text != "" && (!target.seen || slices.Contains(p.Finalizers, v1beta1.FinalizerLogCapture)) {
+				// Seen: held, and its plan's UpgradeLog made (a request
+				// cut short by the stop would escape the RBAC record).
+				seen := slices.Contains(p.Finalizers, v1beta1.FinalizerLogCapture) &&
+					run.Client.Get(ctx, client.ObjectKey{Name: p.Labels[v1beta1.LabelUpgradePlan]}, &v1beta1.UpgradeLog{}) == nil
+				if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && text != "" && (!target.seen || seen) {
 					pod = p
 					return true, nil
 				}
