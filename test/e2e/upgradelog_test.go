@@ -156,7 +156,7 @@ func TestUpgradeLogKeepsEveryJobsLog(t *testing.T) {
 			} else {
 				t.Logf("the manager was down while these pods finished and were deleted: %v", pods)
 			}
-			ul := waitLogsComplete(t, ctx, run, plan, rp.wrote)
+			ul := waitLogsComplete(t, ctx, run, plan, rp.wrote, rp.jobs)
 			checkJobsCaptured(t, ul, rp.jobs)
 			showLogs(t, ctx, run, ul)
 			checkArchive(t, ctx, run, plan, ul)
@@ -236,7 +236,7 @@ func onlyPlan(t *testing.T, ctx context.Context, run *simrun.Run) string {
 
 // waitLogsComplete waits until the UpgradeLog lists every noted pod's log
 // complete, then compares each with what the pod wrote.
-func waitLogsComplete(t *testing.T, ctx context.Context, run *simrun.Run, plan string, wrote map[string]string) *v1beta1.UpgradeLog {
+func waitLogsComplete(t *testing.T, ctx context.Context, run *simrun.Run, plan string, wrote map[string]string, jobs map[string]bool) *v1beta1.UpgradeLog {
 	t.Helper()
 	if len(wrote) == 0 {
 		t.Fatal("no pod was seen finishing")
@@ -258,10 +258,15 @@ func waitLogsComplete(t *testing.T, ctx context.Context, run *simrun.Run, plan s
 				missing = append(missing, key)
 			}
 		}
+		for job := range jobs {
+			if !slices.ContainsFunc(ul.Status.Logs, func(l v1beta1.CapturedLog) bool { return l.Namespace+"/"+l.Job == job && l.Complete }) {
+				missing = append(missing, "Job "+job)
+			}
+		}
 		return len(missing) == 0, nil
 	})
 	if err != nil {
-		t.Fatalf("the UpgradeLog never listed these pods' logs complete: %v (%+v)", missing, ul)
+		t.Fatalf("the UpgradeLog never listed these pods' and Jobs' logs complete: %v (%+v)", missing, ul)
 	}
 	for key, want := range wrote {
 		for _, l := range ul.Status.Logs {
