@@ -101,7 +101,7 @@ type podLog struct {
 	uid types.UID
 	// finished: the log was kept to its end and the pod let go; only this
 	// is remembered of it, until the pod is gone.
-	finished bool
+	finished   bool
 	containers map[string]*containerLog
 	// saved: the ConfigMap holds all of it.
 	saved bool
