@@ -294,6 +294,7 @@ func (c *capturer) read(ctx context.Context, plan string, pod *corev1.Pod, pl *p
 		if l == nil {
 			l = &containerLog{}
 			pl.containers[ct.name] = l
+			pl.saved = false
 		}
 		if l.complete {
 			continue
@@ -303,13 +304,17 @@ func (c *capturer) read(ctx context.Context, plan string, pod *corev1.Pod, pl *p
 		if err != nil {
 			return err
 		}
-		if err := c.readContainer(ctx, pod, ct.name, l, limit); err != nil {
+		fresh, err := c.readContainer(ctx, pod, ct.name, l, limit)
+		if fresh > 0 {
+			// Saved only when it changed: a quiet container costs no write.
+			pl.saved = false
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("container %s: %w", ct.name, err))
 			continue
 		}
-		pl.saved = false
 		if ended {
-			l.complete = true
+			l.complete, pl.saved = true, false
 		}
 	}
 	return errors.Join(errs...)
@@ -338,7 +343,7 @@ func (c *capturer) limit(ctx context.Context, plan string, pod *corev1.Pod, l *c
 
 // readContainer reads the container's log from the API server (the
 // kubelet), with timestamps, from the last kept line's second on.
-func (c *capturer) readContainer(ctx context.Context, pod *corev1.Pod, container string, l *containerLog, limit int) error {
+func (c *capturer) readContainer(ctx context.Context, pod *corev1.Pod, container string, l *containerLog, limit int) (int, error) {
 	opts := &corev1.PodLogOptions{Container: container, Timestamps: true}
 	if s := l.since(); s != nil {
 		opts.SinceTime = &metav1.Time{Time: *s}
@@ -347,21 +352,22 @@ func (c *capturer) readContainer(ctx context.Context, pod *corev1.Pod, container
 	defer cancel()
 	stream, err := c.kube.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, opts).Stream(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer func() { _ = stream.Close() }()
 	l.resume()
 	r := bufio.NewReaderSize(stream, 64<<10)
+	fresh := 0
 	for {
 		line, err := r.ReadString('\n')
-		if line != "" {
-			l.feed(line, limit)
+		if line != "" && l.feed(line, limit) {
+			fresh++
 		}
 		if errors.Is(err, io.EOF) {
-			return nil
+			return fresh, nil
 		}
 		if err != nil {
-			return err
+			return fresh, err
 		}
 	}
 }
