@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 )
 
 func stamped(ts time.Time, text string) string { return ts.UTC().Format(TimestampFormat) + " " + text }
@@ -122,5 +124,34 @@ func TestRestoreKeepsTheTruncatedLayout(t *testing.T) {
 	}
 	if gz, err := Gunzip(Gzip(l.text())); err != nil || string(gz) != string(l.text()) {
 		t.Errorf("gzip round trip: %v", err)
+	}
+}
+
+// TestSelectByJobAndNode: --job takes a name or namespace/name, --node a
+// node; both narrow the list.
+func TestSelectByJobAndNode(t *testing.T) {
+	logs := []v1beta1.CapturedLog{
+		{Namespace: "harvester-system", Job: "p-node-upgrade-pre-drain-node-1", Node: "node-1", Pod: "a"},
+		{Namespace: "harvester-system", Job: "p-node-upgrade-pre-drain-node-1", Node: "node-1", Pod: "b"}, // a retry
+		{Namespace: "cattle-system", Job: "apply-p-image-preload-on-node-2", Node: "node-2", Pod: "c"},
+	}
+	pods := func(ls []v1beta1.CapturedLog) string {
+		var out []string
+		for _, l := range ls {
+			out = append(out, l.Pod)
+		}
+		return strings.Join(out, ",")
+	}
+	for _, tc := range []struct{ job, node, want string }{
+		{"p-node-upgrade-pre-drain-node-1", "", "a,b"},
+		{"harvester-system/p-node-upgrade-pre-drain-node-1", "", "a,b"},
+		{"cattle-system/p-node-upgrade-pre-drain-node-1", "", ""},
+		{"", "node-2", "c"},
+		{"p-node-upgrade-pre-drain-node-1", "node-2", ""},
+		{"", "", "a,b,c"},
+	} {
+		if got := pods(Select(logs, tc.job, tc.node)); got != tc.want {
+			t.Errorf("job %q node %q: %q, want %q", tc.job, tc.node, got, tc.want)
+		}
 	}
 }
