@@ -337,8 +337,7 @@ func (c *capturer) limit(ctx context.Context, plan string, pod *corev1.Pod, l *c
 			others += s.Bytes
 		}
 	}
-	left := c.opts.Limits.Plan - others
-	return int(max(min(int64(c.opts.Limits.Container), left), min(l.size(), int64(c.opts.Limits.Container)), 0)), nil
+	return c.opts.Limits.forContainer(others, l.size()), nil
 }
 
 // readContainer reads the container's log from the API server (the

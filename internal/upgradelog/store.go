@@ -23,6 +23,15 @@ type Limits struct {
 // per node at 64 KiB each.
 var DefaultLimits = Limits{Container: 256 << 10, Plan: 32 << 20}
 
+// forContainer is how much a container's log may keep when the plan's
+// other logs keep others bytes and this one kept already: the per-container
+// limit, less what would take the plan past its limit; never less than what
+// it kept (the plan's limit stops its growth, it does not cut what is kept).
+func (lim Limits) forContainer(others, kept int64) int {
+	perContainer := int64(lim.Container)
+	return int(max(min(perContainer, lim.Plan-others), min(kept, perContainer), 0))
+}
+
 // headShare is the part of a container's limit kept from the beginning of
 // its log; the rest is its end, which says how it ended.
 const headShare = 4

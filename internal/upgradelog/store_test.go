@@ -155,3 +155,33 @@ func TestSelectByJobAndNode(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanLimit: a container's log stops growing once the plan's logs reach
+// the plan's limit, keeps what it has, and says where it dropped lines.
+func TestPlanLimit(t *testing.T) {
+	lim := Limits{Container: 4096, Plan: 10000}
+	for _, tc := range []struct {
+		others, kept int64
+		want         int
+	}{
+		{0, 0, 4096},       // room for a whole container
+		{8000, 0, 2000},    // the plan's last 2000 bytes
+		{10000, 0, 0},      // the plan is full
+		{9000, 3000, 3000}, // over the plan's limit: keep what was kept, no more
+		{20000, 5000, 4096},
+	} {
+		if got := lim.forContainer(tc.others, tc.kept); got != tc.want {
+			t.Errorf("others %d, kept %d: limit %d, want %d", tc.others, tc.kept, got, tc.want)
+		}
+	}
+	// A log limited by a full plan keeps its first lines and marks the rest.
+	var l containerLog
+	t0 := time.Now()
+	for i := range 200 {
+		l.feed(stamped(t0.Add(time.Duration(i)*time.Millisecond), fmt.Sprintf("line %d", i)), lim.forContainer(9800, l.size()))
+	}
+	text := string(l.text())
+	if l.size() > 200+int64(len(mark(1<<40, 1<<50))) || !strings.HasPrefix(text, "line 0\n") || !strings.Contains(text, "log truncated") {
+		t.Errorf("with 200 bytes of the plan left, kept %d bytes:\n%s", l.size(), text)
+	}
+}
