@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -119,6 +120,7 @@ func TestUpgradeLogKeepsEveryJobsLog(t *testing.T) {
 	var rp *reaper
 	var sa *rbactest.Identity
 	stopped := make(chan []string, 1)
+	followed := make(chan followedLog, 1)
 	scenario{
 		sim: sim.Config{Nodes: 2},
 		beforePlan: func(t *testing.T, ctx context.Context, run *simrun.Run) {
@@ -136,6 +138,7 @@ func TestUpgradeLogKeepsEveryJobsLog(t *testing.T) {
 			if rp == nil {
 				rp = startReaper(run, true)
 				go func() { stopped <- stopDuringJobs(ctx, t, run) }()
+				go func() { followed <- followClusterUpgrade(ctx, t, run) }()
 			}
 		},
 		after: func(t *testing.T, ctx context.Context, run *simrun.Run) {
@@ -158,6 +161,7 @@ func TestUpgradeLogKeepsEveryJobsLog(t *testing.T) {
 			}
 			ul := waitLogsComplete(t, ctx, run, plan, rp.wrote, rp.jobs)
 			checkJobsCaptured(t, ul, rp.jobs)
+			checkFollowed(t, ctx, run, ul, <-followed)
 			showLogs(t, ctx, run, ul)
 			checkArchive(t, ctx, run, plan, ul)
 			checkGoneWithPlan(t, ctx, run, plan)
@@ -300,6 +304,70 @@ func waitLogsComplete(t *testing.T, ctx context.Context, run *simrun.Run, plan s
 		t.Errorf("pods still held by the capture after the upgrade: %v", left)
 	}
 	return ul
+}
+
+// followedLog is what `logs --follow` printed of a pod.
+type followedLog struct {
+	pod, text string
+}
+
+// followClusterUpgrade follows the cluster-upgrade Job's pod, as `logs PLAN
+// --job <cluster-upgrade> --follow` does, from when its log was first kept
+// until the container ends.
+func followClusterUpgrade(ctx context.Context, t *testing.T, run *simrun.Run) followedLog {
+	kube, err := kubernetes.NewForConfig(run.Env.Config)
+	if err != nil {
+		t.Error(err)
+		return followedLog{}
+	}
+	var target v1beta1.CapturedLog
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		uls := &v1beta1.UpgradeLogList{}
+		if err := run.Client.List(ctx, uls); err != nil || len(uls.Items) == 0 {
+			return false, nil //nolint:nilerr // not yet
+		}
+		cms := &corev1.ConfigMapList{}
+		if err := run.Client.List(ctx, cms, client.InNamespace(cluster.HarvesterNamespace), client.MatchingLabels{v1beta1.LabelUpgradeComponent: v1beta1.ComponentClusterUpgrade}, client.HasLabels{v1beta1.LabelUpgradeLog}); err != nil {
+			return false, nil //nolint:nilerr // try again
+		}
+		for _, l := range upgradelog.Summarize(cms.Items).Logs {
+			if !l.Complete {
+				target = l
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Errorf("no running cluster-upgrade pod's log to follow: %v", err)
+		return followedLog{}
+	}
+	var b bytes.Buffer
+	if err := upgradelog.Follow(ctx, run.Client, kube, target, &b); err != nil {
+		t.Errorf("following %s: %v", target.Pod, err)
+	}
+	return followedLog{pod: target.Namespace + "/" + target.Pod, text: b.String()}
+}
+
+// checkFollowed: what was followed is the end of the kept log, each line
+// once.
+func checkFollowed(t *testing.T, ctx context.Context, run *simrun.Run, ul *v1beta1.UpgradeLog, f followedLog) {
+	t.Helper()
+	for _, l := range ul.Status.Logs {
+		if l.Namespace+"/"+l.Pod != f.pod {
+			continue
+		}
+		kept, err := upgradelog.Text(ctx, run.Client, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.text == "" || !strings.HasSuffix(string(kept), f.text) {
+			t.Errorf("--follow of %s printed what is not the end of its kept log:\nfollowed:\n%s\nkept:\n%s", f.pod, f.text, kept)
+		}
+		t.Logf("--follow printed the last %d of %d lines of %s", strings.Count(f.text, "\n"), strings.Count(string(kept), "\n"), f.pod)
+		return
+	}
+	t.Errorf("the followed pod %q has no kept log", f.pod)
 }
 
 // showLogs prints what `logs PLAN` and `logs PLAN --job <node-1's
