@@ -173,16 +173,16 @@ func (c *capturer) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if c.done(pod, pl) {
 		return reconcile.Result{}, c.finish(ctx, pod)
 	}
+	ul, err := ensureUpgradeLog(ctx, c.c, plan)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	if pod.DeletionTimestamp == nil && !controllerutil.ContainsFinalizer(pod, v1beta1.FinalizerLogCapture) {
 		// A system-upgrade-controller pod, seen for the first time (the
 		// toolkit's own carry the finalizer from their template).
 		if err := c.hold(ctx, pod); err != nil {
 			return reconcile.Result{}, err
 		}
-	}
-	ul, err := ensureUpgradeLog(ctx, c.c, plan)
-	if err != nil {
-		return reconcile.Result{}, err
 	}
 	final := ended(pod) || (pod.DeletionTimestamp != nil && c.nowFor().After(pod.DeletionTimestamp.Time))
 	readErr := c.read(ctx, plan.Name, pod, pl, final)
