@@ -160,6 +160,10 @@ func TestUpgradeLogKeepsEveryJobsLog(t *testing.T) {
 				t.Logf("the manager was down while these pods finished and were deleted: %v", pods)
 			}
 			ul := waitLogsComplete(t, ctx, run, plan, rp.wrote, rp.jobs)
+			counts := run.Counter.Snapshot()
+			t.Logf("the capture's writes: %d pod patches, %d ConfigMap creates, %d updates, %d UpgradeLog status updates, for %d logs",
+				counts[apicount.Key{Verb: "patch", Resource: "pods"}], counts[apicount.Key{Verb: "create", Resource: "configmaps"}],
+				counts[apicount.Key{Verb: "update", Resource: "configmaps"}], counts[apicount.Key{Verb: "update", Resource: "upgradelogs/status"}], len(ul.Status.Logs))
 			checkJobsCaptured(t, ul, rp.jobs)
 			checkFollowed(t, ctx, run, ul, <-followed)
 			showLogs(t, ctx, run, ul)
