@@ -54,7 +54,8 @@ CHART_DIR := charts/upgrade-toolkit
 NAMESPACE := harvester-system
 
 # Which +kubebuilder:rbac markers make which role (config/rbac/<role>_role.yaml):
-# those of the manager's packages, of the webhook's, of the metrics endpoint's;
+# those of the manager's packages, of the webhook's, of the metrics endpoint's,
+# of the upgrade log's capture (bound only when it runs);
 # every other package's markers are the Jobs' (node jobs, restore-vm), so that
 # a new job package needs no change here. The cluster-upgrade Job runs as
 # cluster-admin (it upgrades Rancher with Helm): its markers only document
@@ -63,8 +64,9 @@ MODULE := github.com/harvester/upgrade-toolkit
 MANAGER_PKGS := ./internal/manager ./internal/controller ./internal/phase ./internal/preflight
 WEBHOOK_PKGS := ./internal/webhook
 METRICS_AUTH_PKGS := ./internal/metrics
+UPGRADE_LOG_PKGS := ./internal/upgradelog
 CLUSTER_UPGRADE_PKGS := ./internal/clusterupgrade
-JOB_PKGS = $(filter-out $(MANAGER_PKGS) $(WEBHOOK_PKGS) $(METRICS_AUTH_PKGS) $(CLUSTER_UPGRADE_PKGS),$(shell go list ./... | sed 's|^$(MODULE)|.|'))
+JOB_PKGS = $(filter-out $(MANAGER_PKGS) $(WEBHOOK_PKGS) $(METRICS_AUTH_PKGS) $(UPGRADE_LOG_PKGS) $(CLUSTER_UPGRADE_PKGS),$(shell go list ./... | sed 's|^$(MODULE)|.|'))
 
 # Packages the tests run; TEST_ARGS passes extra flags (e.g. -run, -v).
 TEST_PKGS ?= ./...
@@ -107,10 +109,11 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD, the webhook configuration and 
 	$(call gen-role,manager,$(MANAGER_PKGS))
 	$(call gen-role,webhook,$(WEBHOOK_PKGS))
 	$(call gen-role,metrics_auth,$(METRICS_AUTH_PKGS))
+	$(call gen-role,upgrade_log,$(UPGRADE_LOG_PKGS))
 	$(call gen-role,job,$(JOB_PKGS))
 	rm -rf $(CHART_DIR)/crds $(CHART_DIR)/files && mkdir -p $(CHART_DIR)/crds $(CHART_DIR)/files/rbac $(CHART_DIR)/files/webhook
 	cp config/crd/bases/*.yaml $(CHART_DIR)/crds/
-	cp config/rbac/manager_role.yaml config/rbac/webhook_role.yaml config/rbac/metrics_auth_role.yaml config/rbac/job_role.yaml \
+	cp config/rbac/manager_role.yaml config/rbac/webhook_role.yaml config/rbac/metrics_auth_role.yaml config/rbac/upgrade_log_role.yaml config/rbac/job_role.yaml \
 		config/rbac/metrics_reader_role.yaml $(CHART_DIR)/files/rbac/
 	cp config/webhook/manifests.yaml $(CHART_DIR)/files/webhook/
 

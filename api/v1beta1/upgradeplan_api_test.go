@@ -130,6 +130,10 @@ func TestImmutableFields(t *testing.T) {
 			func(s *v1beta1.UpgradePlanSpec) { s.DryRun = ptr.To(true) }, "spec.dryRun is immutable after creation"},
 		"turn dryRun off": {v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), DryRun: ptr.To(true)},
 			func(s *v1beta1.UpgradePlanSpec) { s.DryRun = ptr.To(false) }, "spec.dryRun is immutable after creation"},
+		"turn logEnabled off": {v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")},
+			func(s *v1beta1.UpgradePlanSpec) { s.LogEnabled = ptr.To(false) }, "spec.logEnabled is immutable after creation"},
+		"turn logEnabled on": {v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), LogEnabled: ptr.To(false)},
+			func(s *v1beta1.UpgradePlanSpec) { s.LogEnabled = ptr.To(true) }, "spec.logEnabled is immutable after creation"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -262,7 +266,44 @@ func TestCRDDocumentsEverySpecField(t *testing.T) {
 		}
 	}
 	walk("spec", spec)
-	if len(spec.Properties) != 9 {
-		t.Errorf("spec has %d fields, want 9", len(spec.Properties))
+	if len(spec.Properties) != 10 {
+		t.Errorf("spec has %d fields, want 10", len(spec.Properties))
 	}
+}
+
+// TestUpgradeLogCRD is what `kubectl get upgradelogs` and `kubectl explain
+// upgradelogs` show: cluster-scoped, the plan and the size in columns, every
+// field described.
+func TestUpgradeLogCRD(t *testing.T) {
+	crd := &apiextv1.CustomResourceDefinition{}
+	if err := env.Client.Get(ctx(t), client.ObjectKey{Name: "upgradelogs.management.harvesterhci.io"}, crd); err != nil {
+		t.Fatalf("get CRD: %v", err)
+	}
+	if crd.Spec.Scope != apiextv1.ClusterScoped || crd.Spec.Names.Kind != "UpgradeLog" {
+		t.Errorf("scope %s kind %s, want a cluster-scoped UpgradeLog", crd.Spec.Scope, crd.Spec.Names.Kind)
+	}
+	v := crd.Spec.Versions[0]
+	var cols []string
+	for _, c := range v.AdditionalPrinterColumns {
+		cols = append(cols, c.Name)
+	}
+	if got := strings.Join(cols, ","); got != "PLAN,BYTES,TRUNCATED,AGE" {
+		t.Errorf("printer columns %q", got)
+	}
+	var walk func(path string, s apiextv1.JSONSchemaProps)
+	walk = func(path string, s apiextv1.JSONSchemaProps) {
+		if strings.TrimSpace(s.Description) == "" {
+			t.Errorf("%s has no description", path)
+		}
+		for name, p := range s.Properties {
+			walk(path+"."+name, p)
+		}
+		if s.Items != nil && s.Items.Schema != nil {
+			for name, p := range s.Items.Schema.Properties {
+				walk(path+"[]."+name, p)
+			}
+		}
+	}
+	walk("spec", v.Schema.OpenAPIV3Schema.Properties["spec"])
+	walk("status", v.Schema.OpenAPIV3Schema.Properties["status"])
 }

@@ -13,6 +13,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="has(self.image) == has(oldSelf.image) && (!has(self.image) || self.image == oldSelf.image)",message="spec.image is immutable after creation"
 // +kubebuilder:validation:XValidation:rule="has(self.upgrade) == has(oldSelf.upgrade) && (!has(self.upgrade) || self.upgrade == oldSelf.upgrade)",message="spec.upgrade is immutable after creation"
 // +kubebuilder:validation:XValidation:rule="has(self.dryRun) == has(oldSelf.dryRun) && (!has(self.dryRun) || self.dryRun == oldSelf.dryRun)",message="spec.dryRun is immutable after creation: create a new plan without it to upgrade"
+// +kubebuilder:validation:XValidation:rule="has(self.logEnabled) == has(oldSelf.logEnabled) && (!has(self.logEnabled) || self.logEnabled == oldSelf.logEnabled)",message="spec.logEnabled is immutable after creation: a capture switched on or off midway would keep only part of the logs"
 type UpgradePlanSpec struct {
 	// Version is the name of a Harvester Version object
 	// (versions.harvesterhci.io, namespace harvester-system) that describes
@@ -96,6 +97,17 @@ type UpgradePlanSpec struct {
 	// +optional
 	// +kubebuilder:default=false
 	DryRun *bool `json:"dryRun,omitempty"`
+
+	// LogEnabled keeps the logs of every pod the upgrade runs (its own Jobs
+	// and the system-upgrade-controller Jobs of its Plans) in the cluster,
+	// in the UpgradeLog named after the plan, until the plan is deleted:
+	// `upgrade-toolkit logs PLAN` prints them and writes a support bundle.
+	// Unset or true keeps them when the manager captures logs (its
+	// --upgrade-log flag, the chart's upgradeLog.enabled: on by default);
+	// false captures nothing for this plan: no UpgradeLog, no pod held.
+	// Immutable after creation.
+	// +optional
+	LogEnabled *bool `json:"logEnabled,omitempty"`
 }
 
 // PreviewStatus is the outcome of a dry run (spec.dryRun), in short.

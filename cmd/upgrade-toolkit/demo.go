@@ -98,6 +98,7 @@ invariant was violated; 2 the demo could not run.`,
 	f.BoolVar(&o.Restart, "restart", false, "kill and restart the manager at a random moment of every phase")
 	f.Int64Var(&o.Seed, "seed", 1, "seed of the random restarts")
 	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "give up after this long")
+	f.StringVar(&o.Archive, "archive", "", "write the upgrade's support bundle (upgrade-toolkit logs PLAN --archive) to this .tar.gz file at the end")
 	f.StringVarP(&output, "output", "o", "", "print the final UpgradePlan and its events as yaml instead of the live view")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log what the manager and the simulator do to stderr")
 	return cmd

@@ -83,6 +83,8 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&phaseCfg.RetryWindow, "retry-window", phaseCfg.RetryWindow,
 		"how long a plan that failed for a reason a retry can cure keeps what it made and changed, waiting for its management.harvesterhci.io/retry annotation, "+
 			"before it is cleaned up; 0 cleans up every failed plan at once (no retries)")
+	f.BoolVar(&opts.UpgradeLog.Enabled, "upgrade-log", true,
+		"keep the logs of every pod an upgrade runs in the plan's UpgradeLog (a plan opts out with spec.logEnabled: false); false runs nothing of it")
 	zapFlags := goFlagSet()
 	zapOpts.BindFlags(zapFlags)
 	f.AddGoFlagSet(zapFlags)

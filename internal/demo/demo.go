@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -17,6 +19,8 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/apicount"
 	"github.com/harvester/upgrade-toolkit/internal/simrun"
 	"github.com/harvester/upgrade-toolkit/internal/status"
+	"github.com/harvester/upgrade-toolkit/internal/upgradelog"
+	"github.com/harvester/upgrade-toolkit/internal/version"
 )
 
 // Result is how a demo run ended.
@@ -27,6 +31,10 @@ type Result struct {
 	Violations []string
 	Writes     map[apicount.Key]int
 	Events     []corev1.Event
+	// Logs is what the plan's UpgradeLog kept, nil when it kept nothing.
+	Logs *v1beta1.UpgradeLogStatus
+	// Archive is the support bundle written (Options.Archive), or "".
+	Archive string
 }
 
 // Succeeded reports whether the upgrade succeeded with every invariant held.
@@ -89,7 +97,47 @@ func Run(ctx context.Context, o Options, show func(*v1beta1.UpgradePlan, time.Du
 		res.Events = events.Items
 		sort.Slice(res.Events, func(i, j int) bool { return res.Events[i].FirstTimestamp.Before(&res.Events[j].FirstTimestamp) })
 	}
+	res.Logs = keptLogs(ctx, run.Client, plan.Name)
+	if o.Archive != "" {
+		if err := writeArchive(ctx, run.Client, plan.Name, o.Archive); err != nil {
+			return res, err
+		}
+		res.Archive = o.Archive
+	}
 	return res, nil
+}
+
+// keptLogs waits a little for the plan's UpgradeLog to list its last logs
+// complete (the capture reads a pod's end as the pod ends), and returns
+// its status; nil when the plan kept none.
+func keptLogs(ctx context.Context, c client.Client, plan string) *v1beta1.UpgradeLogStatus {
+	var st *v1beta1.UpgradeLogStatus
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+		ul, err := upgradelog.Get(ctx, c, plan)
+		if err != nil {
+			return false, nil //nolint:nilerr // none yet
+		}
+		st = &ul.Status
+		for _, l := range st.Logs {
+			if !l.Complete {
+				return false, nil
+			}
+		}
+		return len(st.Logs) > 0, nil
+	})
+	return st
+}
+
+func writeArchive(ctx context.Context, c client.Client, plan, file string) error {
+	f, err := os.Create(file) //nolint:gosec // the user names the file
+	if err != nil {
+		return err
+	}
+	if err := upgradelog.Archive(ctx, c, plan, version.String(), time.Now(), f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // resumeAfter releases the paused nodes after a while, as an operator would.
@@ -141,7 +189,18 @@ func Summary(r *Result) string {
 	} else {
 		fmt.Fprintf(&b, "invariants VIOLATED:\n  %s\n", strings.Join(r.Violations, "\n  "))
 	}
-	b.WriteString("watch and debug a real upgrade the same way: upgrade-toolkit status --watch [PLAN] (see the README)\n")
+	if l := r.Logs; l != nil {
+		fmt.Fprintf(&b, "logs: %d pod logs kept (%d KiB) in UpgradeLog %s\n", len(l.Logs), (l.Bytes+1023)/1024, p.Name)
+	}
+	if r.Archive != "" {
+		fmt.Fprintf(&b, "support bundle: %s (the plan, events, every log, Jobs, Plans, node timelines, Version, release metadata)\n", r.Archive)
+	} else {
+		b.WriteString("support bundle: run the demo with --archive FILE to write this upgrade's\n")
+	}
+	b.WriteString("watch and debug a real upgrade the same way (see the README):\n" +
+		"  upgrade-toolkit status --watch [PLAN]                 the live view\n" +
+		"  upgrade-toolkit logs PLAN [--job JOB | --node NODE]   the logs of every Job, kept after the pods go\n" +
+		"  upgrade-toolkit logs PLAN --archive FILE              one .tar.gz to attach to a bug report\n")
 	return b.String()
 }
 

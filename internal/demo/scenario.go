@@ -37,6 +37,9 @@ type Options struct {
 	Seed int64
 	// Timeout bounds the whole run.
 	Timeout time.Duration
+	// Archive is a file to write the plan's support bundle to at the end
+	// (upgrade-toolkit logs PLAN --archive); "" writes none.
+	Archive string
 }
 
 // faultNode is the node a node fault strikes.

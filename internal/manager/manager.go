@@ -36,6 +36,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/controller"
 	"github.com/harvester/upgrade-toolkit/internal/metrics"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
+	"github.com/harvester/upgrade-toolkit/internal/upgradelog"
 )
 
 // LeaderElectionID is the lease that makes only one manager replica active.
@@ -69,6 +70,9 @@ type Options struct {
 	Namespace string
 	// Webhook configures the admission webhook server.
 	Webhook WebhookOptions
+	// UpgradeLog configures the capture of the upgrade's logs; off (the
+	// zero value) runs nothing of it.
+	UpgradeLog upgradelog.Options
 }
 
 // LeaseOptions time the leader election: how long a lease lasts without a
@@ -126,6 +130,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	opts.Phase.UpgradeLog = opts.UpgradeLog.Enabled
 	cfg = rest.CopyConfig(cfg)
 	// client-go's default of 5 requests a second (controller-runtime: 20)
 	// would pace a 200-node upgrade; the manager's writes are few and small.
@@ -145,7 +150,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		LeaseDuration:                 orNil(opts.Lease.Duration),
 		RenewDeadline:                 orNil(opts.Lease.RenewDeadline),
 		RetryPeriod:                   orNil(opts.Lease.RetryPeriod),
-		Cache:                         cacheOptions(),
+		Cache:                         cacheOptions(opts.UpgradeLog.Enabled),
 		// A process may build more than one manager (tests, the demo's
 		// restarts); the controllers' metrics are shared, not duplicated.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
@@ -168,6 +173,9 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		}
 		if err := metrics.Register(mgr.GetClient()); err != nil {
 			return nil, fmt.Errorf("registering the upgrade's metrics: %w", err)
+		}
+		if err := upgradelog.Setup(mgr, opts.UpgradeLog); err != nil {
+			return nil, fmt.Errorf("setting up the capture of the upgrade's logs: %w", err)
 		}
 	}
 	for _, s := range setups {
@@ -234,8 +242,9 @@ func stripJob(obj any) (any, error) {
 // cache holds each namespaced kind only in the namespace the toolkit works
 // with it in, so that the manager lists and watches, for example, the
 // Secrets of Rancher's machine plans but no other Secret; Jobs and pods only
-// when they belong to an upgrade.
-func cacheOptions() cache.Options {
+// when they belong to an upgrade, and pods in cattle-system (the
+// system-upgrade-controller Jobs') only to capture their logs.
+func cacheOptions(upgradeLog bool) cache.Options {
 	ours, err := labels.NewRequirement(v1beta1.LabelUpgradePlan, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant selector
@@ -255,6 +264,9 @@ func cacheOptions() cache.Options {
 	jobs.Label = byPlan
 	jobs.Transform = stripJob
 	pods := in(cluster.HarvesterNamespace)
+	if upgradeLog {
+		pods = in(upgradelog.Namespaces...)
+	}
 	pods.Label = byPlan
 	return cache.Options{
 		// Nothing reads managedFields; on a large cluster they are much of

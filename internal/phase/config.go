@@ -40,6 +40,10 @@ type Config struct {
 	// cure keeps what it made and changed, waiting for the retry
 	// annotation, before it is cleaned up; 0 cleans it up at once.
 	RetryWindow time.Duration
+	// UpgradeLog: the manager captures the upgrade's logs (internal/
+	// upgradelog), so the pods of a plan whose logs are kept are made
+	// with its finalizer.
+	UpgradeLog bool
 }
 
 // Deadlines bound waits that could otherwise last forever; each is measured

@@ -114,6 +114,12 @@ func (s *Scope) newJob(js JobSpec) *batchv1.Job {
 			HostPath: &corev1.HostPathVolumeSource{Path: "/", Type: ptr.To(corev1.HostPathDirectory)},
 		}}}
 	}
+	var finalizers []string
+	if s.Config.UpgradeLog && s.Plan.LogCaptureEnabled(true) {
+		// Held until its log is captured to the end, even when deleted
+		// at once (TTL, cleanup).
+		finalizers = []string{v1beta1.FinalizerLogCapture}
+	}
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: js.Name, Labels: labels},
 		Spec: batchv1.JobSpec{
@@ -123,7 +129,7 @@ func (s *Scope) newJob(js JobSpec) *batchv1.Job {
 			ActiveDeadlineSeconds:   ptr.To(js.DeadlineSeconds),
 			TTLSecondsAfterFinished: ptr.To[int32](jobTTL),
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Finalizers: finalizers},
 				Spec:       pod,
 			},
 		},

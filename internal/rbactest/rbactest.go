@@ -48,6 +48,9 @@ const (
 	WebhookRole = "config/rbac/webhook_role.yaml"
 	// MetricsAuthRole: authenticating and authorizing metrics scrapers.
 	MetricsAuthRole = "config/rbac/metrics_auth_role.yaml"
+	// UpgradeLogRole: the capture of the upgrade's logs, bound to the
+	// manager while it runs.
+	UpgradeLogRole = "config/rbac/upgrade_log_role.yaml"
 	// JobRole: the cluster-upgrade, node and restore-vm Jobs.
 	JobRole = "config/rbac/job_role.yaml"
 )

@@ -109,6 +109,8 @@ func (r *podRunner) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	if err := r.s.c.Get(ctx, req.NamespacedName, pod); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			r.forget(req.NamespacedName)
+			// The kubelet forgets a pod whose object is gone, and its log.
+			r.s.podLogs.remove(req.Namespace, req.Name)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -142,6 +144,8 @@ func (r *podRunner) start(pod *corev1.Pod, jt string) {
 	snapshot := pod.DeepCopy()
 	work := r.works[jt]
 	go func() {
+		// However the process ends, its log is complete.
+		defer r.s.podLogs.end(key.Namespace, key.Name)
 		begin := time.Now()
 		var err error
 		code := int32(1)

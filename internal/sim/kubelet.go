@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -73,14 +74,14 @@ func KubeletAddress() (net.IP, error) {
 // /stats/summary and /configz the way a kubelet does.
 type kubelets struct {
 	ip      net.IP
-	logs    func(namespace, pod string, lines int) ([]byte, bool)
+	logs    *podLogs
 	cert    tls.Certificate
 	mu      sync.Mutex
 	servers map[string]*http.Server
 	ports   map[string]int32
 }
 
-func startKubelets(ip net.IP, disks map[string]Disk, logs func(namespace, pod string, lines int) ([]byte, bool)) (*kubelets, error) {
+func startKubelets(ip net.IP, disks map[string]Disk, logs *podLogs) (*kubelets, error) {
 	cert, err := selfSignedCert(ip)
 	if err != nil {
 		return nil, err
@@ -111,14 +112,20 @@ func (k *kubelets) serve(node string, disk Disk) error {
 	})
 	// The log of a Job's pod: what its work logged (podLogs).
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", func(w http.ResponseWriter, r *http.Request) {
-		lines, _ := strconv.Atoi(r.URL.Query().Get("tailLines"))
-		b, ok := k.logs(r.PathValue("namespace"), r.PathValue("pod"), lines)
-		if !ok {
-			http.NotFound(w, r)
+		opts, err := parseLogOptions(r.URL.Query())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		w.Header().Set("Content-Type", "text/plain")
-		_, _ = w.Write(b)
+		flush := func() {
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
+		}
+		if !k.logs.serve(r.Context(), w, flush, r.PathValue("namespace"), r.PathValue("pod"), opts) {
+			http.Error(w, fmt.Sprintf("pod %q does not exist", r.PathValue("pod")), http.StatusNotFound)
+		}
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -143,6 +150,35 @@ func (k *kubelets) stop() {
 	for _, srv := range k.servers {
 		_ = srv.Shutdown(context.Background())
 	}
+}
+
+// parseLogOptions reads the query of a /containerLogs request as the
+// kubelet does: follow, timestamps, sinceTime (RFC 3339) or sinceSeconds,
+// tailLines.
+func parseLogOptions(q url.Values) (logOptions, error) {
+	opts := logOptions{tail: -1, follow: q.Get("follow") == "true", timestamps: q.Get("timestamps") == "true"}
+	if v := q.Get("sinceTime"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return opts, fmt.Errorf("sinceTime %q: %w", v, err)
+		}
+		opts.since = t
+	}
+	if v := q.Get("sinceSeconds"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return opts, fmt.Errorf("sinceSeconds %q: must be a positive integer", v)
+		}
+		opts.since = time.Now().Add(-time.Duration(n) * time.Second)
+	}
+	if v := q.Get("tailLines"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return opts, fmt.Errorf("tailLines %q: must be a non-negative integer", v)
+		}
+		opts.tail = n
+	}
+	return opts, nil
 }
 
 // summary is a kubelet stats summary carrying the node's filesystems; the

@@ -15,6 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -23,6 +24,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/sim"
 	"github.com/harvester/upgrade-toolkit/internal/testenv"
+	"github.com/harvester/upgrade-toolkit/internal/upgradelog"
 )
 
 // EnvtestCertValidity is how long the embedded API server's certificate is
@@ -40,10 +42,13 @@ type Run struct {
 	Client client.Client
 
 	phaseCfg *phase.Config
-	mu       sync.Mutex
-	stop     context.CancelFunc
-	done     chan error
-	starts   int
+	logOpts  upgradelog.Options
+	// managerConfig is who the manager runs as; nil is the administrator.
+	managerConfig *rest.Config
+	mu            sync.Mutex
+	stop          context.CancelFunc
+	done          chan error
+	starts        int
 }
 
 // Start starts the control plane, builds the simulated cluster on it, and
@@ -84,12 +89,27 @@ func StartWorld(ctx context.Context, cfg sim.Config) (r *Run, err error) {
 	pc.RepoURL = r.Sim.RepoURL
 	pc.MinCertValidity = EnvtestCertValidity
 	r.phaseCfg = &pc
+	// Saved every second: a restart reads again at most that much.
+	r.logOpts = upgradelog.Options{Enabled: true, Interval: time.Second}
 	return r, nil
 }
 
 // PhaseConfig is the configuration the toolkit's manager runs with; change
 // it before StartManager.
 func (r *Run) PhaseConfig() *phase.Config { return r.phaseCfg }
+
+// UpgradeLogOptions configure the manager's capture of the upgrade's logs
+// (on by default, as in a real installation); change them before
+// StartManager.
+func (r *Run) UpgradeLogOptions() *upgradelog.Options { return &r.logOpts }
+
+// RunManagerAs makes the manager, from its next start, run as cfg's user
+// (e.g. a ServiceAccount bound to the generated roles, internal/rbactest).
+func (r *Run) RunManagerAs(cfg *rest.Config) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.managerConfig = cfg
+}
 
 // StartManager starts the toolkit's manager.
 func (r *Run) StartManager() error {
@@ -98,7 +118,11 @@ func (r *Run) StartManager() error {
 	if r.stop != nil {
 		return errors.New("the manager is already running")
 	}
-	mgr, err := manager.New(r.Counter.Wrap(r.Env.Config), manager.Options{MetricsAddr: "0", ProbeAddr: "0", Phase: r.phaseCfg})
+	cfg := r.Env.Config
+	if r.managerConfig != nil {
+		cfg = r.managerConfig
+	}
+	mgr, err := manager.New(r.Counter.Wrap(cfg), manager.Options{MetricsAddr: "0", ProbeAddr: "0", Phase: r.phaseCfg, UpgradeLog: r.logOpts})
 	if err != nil {
 		return err
 	}

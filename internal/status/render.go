@@ -71,6 +71,10 @@ func Text(s *Status) string {
 				fmt.Fprintf(&b, "    | %s\n", l)
 			}
 		}
+		if f.Job != "" {
+			// The whole log outlives the Job (internal/upgradelog).
+			fmt.Fprintf(&b, "  whole log: upgrade-toolkit logs %s --job %s\n", s.Plan, f.Job)
+		}
 	}
 	return strings.TrimRight(b.String(), " \n") + "\n"
 }

@@ -46,7 +46,7 @@ func Setup(mgr ctrl.Manager, opts manager.Options) error {
 	served := make(chan struct{})
 	register := func() error {
 		err := ctrl.NewWebhookManagedBy(mgr).For(&v1beta1.UpgradePlan{}).
-			WithValidator(&planValidator{reader: mgr.GetAPIReader(), configuration: opts.Webhook.ConfigurationName}).
+			WithValidator(&planValidator{reader: mgr.GetAPIReader(), configuration: opts.Webhook.ConfigurationName, upgradeLog: opts.UpgradeLog.Enabled}).
 			Complete()
 		close(served)
 		return err
@@ -101,6 +101,8 @@ type planValidator struct {
 	reader client.Reader
 	// configuration is the ValidatingWebhookConfiguration, named in advice.
 	configuration string
+	// upgradeLog: the manager captures the upgrade's logs.
+	upgradeLog bool
 }
 
 var _ admission.CustomValidator = &planValidator{}
@@ -117,7 +119,18 @@ func (v *planValidator) ValidateCreate(ctx context.Context, obj runtime.Object) 
 				"retry, or annotate the plan with %s=\"true\" to create it unchecked", err, v1beta1.AnnotationSkipWebhook))
 		}
 	}
-	return verdict(plan, preflight.AdmitCreate(plan, facts))
+	warnings, err := verdict(plan, preflight.AdmitCreate(plan, facts))
+	return append(warnings, logWarnings(plan, v.upgradeLog)...), err
+}
+
+// logWarnings warns when a plan asks for its logs and the manager keeps
+// none.
+func logWarnings(plan *v1beta1.UpgradePlan, upgradeLog bool) admission.Warnings {
+	if plan.Spec.LogEnabled != nil && *plan.Spec.LogEnabled && !upgradeLog {
+		return admission.Warnings{"spec.logEnabled is true, but the manager runs with --upgrade-log=false (chart value upgradeLog.enabled): " +
+			"no log of this plan will be kept; enable it in the chart before the upgrade starts"}
+	}
+	return nil
 }
 
 func (v *planValidator) ValidateUpdate(ctx context.Context, oldObj, newObj runtime.Object) (admission.Warnings, error) {

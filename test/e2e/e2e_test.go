@@ -54,6 +54,9 @@ func TestMain(m *testing.M) {
 type scenario struct {
 	sim  sim.Config
 	spec v1beta1.UpgradePlanSpec
+	// beforePlan runs once the world and the manager run, before the plan
+	// is created.
+	beforePlan func(t *testing.T, ctx context.Context, run *simrun.Run)
 	// during runs while the upgrade runs, with each new state of the plan.
 	during func(t *testing.T, ctx context.Context, run *simrun.Run, p *v1beta1.UpgradePlan)
 	// after runs once the plan finished, on the cluster it left.
@@ -144,6 +147,9 @@ func (sc scenario) run(t *testing.T) *v1beta1.UpgradePlan {
 		sc.deadlines(&run.PhaseConfig().Deadlines)
 	}
 	before := readSettings(t, ctx, run.Client)
+	if sc.beforePlan != nil {
+		sc.beforePlan(t, ctx, run)
+	}
 
 	plan, err := run.CreatePlan(ctx, sc.spec, nil)
 	if err != nil {

@@ -96,8 +96,9 @@ func TestStatusFollowsAnUpgrade(t *testing.T) {
 		f := s.Failure
 		if f == nil || !strings.Contains(f.Job, "harvester-system/") || f.Node != "node-3" {
 			t.Errorf("the failed plan's failure %+v does not name the Job and node-3", f)
+			return
 		}
-		for _, want := range []string{"failed    upgrading node node-3 failed", "on node node-3", "  last log lines:\n    | ", logLine + "\"\n", "UpgradeFailed: Upgrade failed"} {
+		for _, want := range []string{"failed    upgrading node node-3 failed", "on node node-3", "  last log lines:\n    | ", logLine + "\"\n", "UpgradeFailed: Upgrade failed", "whole log: upgrade-toolkit logs " + p.Name + " --job " + f.Job + "\n"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("the failed plan's status does not show %q:\n%s", want, text)
 			}

@@ -207,15 +207,18 @@ func TestChartInstallsWhatTheInstallerInstalls(t *testing.T) {
 // configuration are those `make manifests` generated under config/.
 func TestChartCarriesTheGeneratedFiles(t *testing.T) {
 	root := testenv.RepoRoot()
-	crd := crdFile(t, root)
+	crds := crdFiles(t, root)
 	pairs := map[string]string{
-		"config/crd/bases/" + crd:              chartDir + "/crds/" + crd,
 		"config/webhook/manifests.yaml":        chartDir + "/files/webhook/manifests.yaml",
 		"config/rbac/manager_role.yaml":        chartDir + "/files/rbac/manager_role.yaml",
 		"config/rbac/webhook_role.yaml":        chartDir + "/files/rbac/webhook_role.yaml",
 		"config/rbac/metrics_auth_role.yaml":   chartDir + "/files/rbac/metrics_auth_role.yaml",
 		"config/rbac/metrics_reader_role.yaml": chartDir + "/files/rbac/metrics_reader_role.yaml",
 		"config/rbac/job_role.yaml":            chartDir + "/files/rbac/job_role.yaml",
+		"config/rbac/upgrade_log_role.yaml":    chartDir + "/files/rbac/upgrade_log_role.yaml",
+	}
+	for _, crd := range crds {
+		pairs["config/crd/bases/"+crd] = chartDir + "/crds/" + crd
 	}
 	for generated, copied := range pairs {
 		want, err := os.ReadFile(filepath.Join(root, generated))
@@ -227,19 +230,23 @@ func TestChartCarriesTheGeneratedFiles(t *testing.T) {
 			t.Errorf("%s is not a copy of %s (%v): run `make manifests`", copied, generated, err)
 		}
 	}
-	crds, err := filepath.Glob(filepath.Join(root, chartDir, "crds", "*.yaml"))
-	if err != nil || len(crds) != 1 {
-		t.Errorf("the chart's crds/ holds %d files, want the one generated CRD (%v)", len(crds), err)
+	inChart, err := filepath.Glob(filepath.Join(root, chartDir, "crds", "*.yaml"))
+	if err != nil || len(inChart) != len(crds) {
+		t.Errorf("the chart's crds/ holds %d files, want the %d generated CRDs (%v)", len(inChart), len(crds), err)
 	}
 }
 
-func crdFile(t *testing.T, root string) string {
+// crdFiles are the generated CRDs: UpgradePlan and UpgradeLog.
+func crdFiles(t *testing.T, root string) []string {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(root, "config/crd/bases/*.yaml"))
-	if err != nil || len(files) != 1 {
-		t.Fatalf("config/crd/bases holds %d CRDs, want 1: %v", len(files), err)
+	if err != nil || len(files) != 2 {
+		t.Fatalf("config/crd/bases holds %d CRDs, want 2 (UpgradePlan, UpgradeLog): %v", len(files), err)
 	}
-	return filepath.Base(files[0])
+	for i, f := range files {
+		files[i] = filepath.Base(f)
+	}
+	return files
 }
 
 func TestChartRefusesAnotherNamespace(t *testing.T) {

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/upgradelog"
+	"github.com/harvester/upgrade-toolkit/internal/version"
+)
+
+func init() { subcommands = append(subcommands, newLogsCommand) }
+
+func newLogsCommand() *cobra.Command {
+	var job, node, archive string
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "logs PLAN",
+		Short: "Print the logs an upgrade's pods wrote, or write them all into a support bundle",
+		Long: `logs reads the logs the manager kept of the pods an UpgradePlan ran (its own
+Jobs and the system-upgrade-controller Jobs of its Plans), from the plan's
+UpgradeLog: they outlive the pods, and stay until the plan is deleted.
+
+Without a flag it lists the captured logs. --job prints one Job's log (its
+name, or namespace/name; every pod of it in turn when it was retried),
+--node every log of the pods that ran on a node, oldest first; --follow then
+goes on printing what a pod still running writes, until it ends.
+
+--archive FILE writes one .tar.gz support bundle: the plan, its events, every
+captured log, the Jobs and system-upgrade-controller Plans, each node's
+timeline, the Harvester Version, the release metadata, Rancher's
+machine-plan Secrets with every value redacted, and this toolkit's version.`,
+		Example: `  upgrade-toolkit logs hvst-upgrade-x7k2p
+  upgrade-toolkit logs hvst-upgrade-x7k2p --node node-2
+  upgrade-toolkit logs hvst-upgrade-x7k2p --job hvst-upgrade-x7k2p-cluster-upgrade --follow
+  upgrade-toolkit logs hvst-upgrade-x7k2p --archive upgrade.tar.gz`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			plan := args[0]
+			if archive != "" && (job != "" || node != "" || follow) {
+				return errors.New("--archive writes every log; leave out --job, --node and --follow")
+			}
+			if follow && job == "" && node == "" {
+				return errors.New("--follow needs --job or --node: which log to follow")
+			}
+			cfg, err := ctrl.GetConfig()
+			if err != nil {
+				return fmt.Errorf("no cluster to ask: %w (pass --kubeconfig or set KUBECONFIG)", err)
+			}
+			c, err := client.New(cfg, client.Options{Scheme: cluster.NewScheme()})
+			if err != nil {
+				return err
+			}
+			ctx, out := cmd.Context(), cmd.OutOrStdout()
+			if archive != "" {
+				f, err := os.Create(archive) //nolint:gosec // the user names the file
+				if err != nil {
+					return err
+				}
+				if err := upgradelog.Archive(ctx, c, plan, version.String(), time.Now(), f); err != nil {
+					_ = f.Close()
+					return err
+				}
+				if err := f.Close(); err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(out, "wrote %s\n", archive)
+				return err
+			}
+			ul, err := upgradelog.Get(ctx, c, plan)
+			if err != nil {
+				return err
+			}
+			if job == "" && node == "" {
+				return upgradelog.List(out, ul)
+			}
+			logs := upgradelog.Select(ul.Status.Logs, job, node)
+			if len(logs) == 0 {
+				return fmt.Errorf("plan %s kept no log of job %q node %q; `upgrade-toolkit logs %s` lists them", plan, job, node, plan)
+			}
+			if err := upgradelog.Print(ctx, c, out, logs); err != nil {
+				return err
+			}
+			if !follow {
+				return nil
+			}
+			kube, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			for _, l := range logs {
+				if !l.Complete {
+					if err := upgradelog.Follow(ctx, c, kube, l, out); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&job, "job", "", "print this Job's log (name or namespace/name)")
+	f.StringVar(&node, "node", "", "print the logs of the pods that ran on this node")
+	f.BoolVarP(&follow, "follow", "f", false, "with --job or --node: go on printing what a running pod writes until it ends")
+	f.StringVar(&archive, "archive", "", "write a .tar.gz support bundle of the plan to this file")
+	return cmd
+}

@@ -1,0 +1,498 @@
+// Package upgradelog keeps the logs of the pods an upgrade runs: the
+// toolkit's own Jobs and the system-upgrade-controller Jobs of its Plans.
+// Each pod's log is read from the kubelet (through the API server) while the
+// pod runs and once more after it ended, and kept in a ConfigMap per pod
+// (gzip), owned by the plan's UpgradeLog, whose status lists them. A
+// finalizer holds each pod until its log was read to the end, so that a pod
+// deleted right after it finished keeps its log long enough; a restarted
+// manager goes on from the last line kept.
+package upgradelog
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/names"
+)
+
+// Options configure the capture.
+type Options struct {
+	// Enabled runs the capture, for every plan whose spec.logEnabled is
+	// not false. Off, nothing of it runs: no pod is watched or held and no
+	// UpgradeLog is made.
+	Enabled bool
+	// Limits bound what is kept; zero values take DefaultLimits'.
+	Limits Limits
+	// Interval is how often a running container's log is read and saved;
+	// 0 is DefaultInterval. A container's end is read at once.
+	Interval time.Duration
+	// GiveUp is how long a deleted pod is held while its log cannot be
+	// read (its node is down); 0 is DefaultGiveUp.
+	GiveUp time.Duration
+}
+
+// DefaultInterval is how often a running container's log is saved: what a
+// manager restart makes the capture read again, no more.
+const DefaultInterval = 10 * time.Second
+
+// DefaultGiveUp: a node that does not answer for two minutes after its pod
+// was deleted is down; its log is kept as far as it was read.
+const DefaultGiveUp = 2 * time.Minute
+
+// Namespaces are where the upgrade's pods run: the toolkit's Jobs in
+// harvester-system, system-upgrade-controller's in cattle-system.
+var Namespaces = []string{cluster.HarvesterNamespace, cluster.CattleNamespace}
+
+// ConfigMap is the name of the ConfigMap that keeps a pod's log.
+func ConfigMap(plan, pod string) string { return names.Join(plan, "log", pod) }
+
+// Key is a container's key in its pod's log ConfigMap.
+func Key(container string) string { return container + ".log.gz" }
+
+// What the capture asks of the API: the pods and their logs, the log
+// ConfigMaps and the UpgradeLogs.
+//
+// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=pods,verbs=list;watch;patch
+// +kubebuilder:rbac:groups="",namespace=cattle-system,resources=pods,verbs=list;watch;patch
+// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=pods/log,verbs=get
+// +kubebuilder:rbac:groups="",namespace=cattle-system,resources=pods/log,verbs=get
+// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=configmaps,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=management.harvesterhci.io,resources=upgradeplans,verbs=list;watch
+// +kubebuilder:rbac:groups=management.harvesterhci.io,resources=upgradelogs,verbs=list;watch;create
+// +kubebuilder:rbac:groups=management.harvesterhci.io,resources=upgradelogs/status,verbs=update
+
+// capturer reads and keeps the logs of the upgrade's pods.
+type capturer struct {
+	c      client.Client
+	api    client.Reader
+	kube   kubernetes.Interface
+	opts   Options
+	mu     sync.Mutex
+	pods   map[types.NamespacedName]*podLog
+	nowFor func() time.Time
+}
+
+// podLog is what is kept of one pod.
+type podLog struct {
+	uid types.UID
+	// finished: the log was kept to its end and the pod let go; only this
+	// is remembered of it, until the pod is gone.
+	finished   bool
+	containers map[string]*containerLog
+	// saved: the ConfigMap holds all of it.
+	saved bool
+	// unreadSince is when reading the deleted pod's log began to fail.
+	unreadSince time.Time
+}
+
+// Setup adds the capture and the UpgradeLog status to the manager; with
+// opts.Enabled off it adds nothing.
+func Setup(mgr ctrl.Manager, opts Options) error {
+	if !opts.Enabled {
+		return nil
+	}
+	if opts.Limits.Container <= 0 {
+		opts.Limits.Container = DefaultLimits.Container
+	}
+	if opts.Limits.Plan <= 0 {
+		opts.Limits.Plan = DefaultLimits.Plan
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultInterval
+	}
+	if opts.GiveUp <= 0 {
+		opts.GiveUp = DefaultGiveUp
+	}
+	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	c := &capturer{c: mgr.GetClient(), api: mgr.GetAPIReader(), kube: kube, opts: opts, pods: map[types.NamespacedName]*podLog{}, nowFor: time.Now}
+	upgradePods := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		l := o.GetLabels()
+		return l[v1beta1.LabelUpgradePlan] != "" && l[batchv1.JobNameLabel] != "" && slices.Contains(Namespaces, o.GetNamespace())
+	})
+	if err := ctrl.NewControllerManagedBy(mgr).Named("upgradelog-capture").
+		For(&corev1.Pod{}, builder.WithPredicates(upgradePods)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Complete(c); err != nil {
+		return err
+	}
+	return setupStatus(mgr)
+}
+
+func (c *capturer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	pod := &corev1.Pod{}
+	if err := c.c.Get(ctx, req.NamespacedName, pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			c.forget(req.NamespacedName)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	planName := pod.Labels[v1beta1.LabelUpgradePlan]
+	plan := &v1beta1.UpgradePlan{}
+	if err := c.c.Get(ctx, client.ObjectKey{Name: planName}, plan); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
+		}
+		plan = nil
+	}
+	if plan == nil || plan.DeletionTimestamp != nil || !plan.LogCaptureEnabled(true) {
+		// Nothing to keep the log for (the plan goes, or opted out): let
+		// the pod go.
+		return reconcile.Result{}, c.release(ctx, pod)
+	}
+	pl, err := c.load(ctx, plan.Name, pod)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if c.done(pod, pl) {
+		return reconcile.Result{}, c.finish(ctx, pod)
+	}
+	ul, err := ensureUpgradeLog(ctx, c.c, plan)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if pod.DeletionTimestamp == nil && !controllerutil.ContainsFinalizer(pod, v1beta1.FinalizerLogCapture) {
+		// A system-upgrade-controller pod, seen for the first time (the
+		// toolkit's own carry the finalizer from their template).
+		if err := c.hold(ctx, pod); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	final := ended(pod) || (pod.DeletionTimestamp != nil && c.nowFor().After(pod.DeletionTimestamp.Time))
+	readErr := c.read(ctx, plan.Name, pod, pl, final)
+	if err := c.save(ctx, ul, plan.Name, pod, pl); err != nil {
+		if pod.DeletionTimestamp != nil && c.nowFor().Sub(pod.DeletionTimestamp.Time) > c.opts.GiveUp {
+			// The log cannot be kept: never hold a deleted pod for ever.
+			log.FromContext(ctx).Error(err, "giving up keeping the log of a deleted pod")
+			return reconcile.Result{}, c.release(ctx, pod)
+		}
+		return reconcile.Result{}, err
+	}
+	if readErr != nil {
+		log.FromContext(ctx).V(1).Info("reading the pod's log", "error", readErr.Error())
+		if pod.DeletionTimestamp != nil {
+			if pl.unreadSince.IsZero() {
+				pl.unreadSince = c.nowFor()
+			}
+			if c.nowFor().Sub(pl.unreadSince) > c.opts.GiveUp {
+				// Its node does not answer: keep what was read.
+				return reconcile.Result{}, c.release(ctx, pod)
+			}
+		}
+		return reconcile.Result{RequeueAfter: c.opts.Interval}, nil
+	}
+	pl.unreadSince = time.Time{}
+	if c.done(pod, pl) {
+		return reconcile.Result{}, c.finish(ctx, pod)
+	}
+	return reconcile.Result{RequeueAfter: c.opts.Interval}, nil
+}
+
+// containers are the pod's containers, init containers first, each with
+// its status (nil before it started).
+func containers(pod *corev1.Pod) []struct {
+	name   string
+	status *corev1.ContainerStatus
+} {
+	var out []struct {
+		name   string
+		status *corev1.ContainerStatus
+	}
+	add := func(specs []corev1.Container, statuses []corev1.ContainerStatus) {
+		for _, s := range specs {
+			var st *corev1.ContainerStatus
+			for i := range statuses {
+				if statuses[i].Name == s.Name {
+					st = &statuses[i]
+				}
+			}
+			out = append(out, struct {
+				name   string
+				status *corev1.ContainerStatus
+			}{s.Name, st})
+		}
+	}
+	add(pod.Spec.InitContainers, pod.Status.InitContainerStatuses)
+	add(pod.Spec.Containers, pod.Status.ContainerStatuses)
+	return out
+}
+
+// started reports whether the container ran, so that it has a log.
+func started(st *corev1.ContainerStatus) bool {
+	return st != nil && (st.State.Running != nil || st.State.Terminated != nil || st.LastTerminationState.Terminated != nil)
+}
+
+// ended reports whether no container of the pod runs or will run.
+func ended(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// done reports whether the pod's log was captured to its end: every
+// container that ran was read after it ended, and none will run.
+func (c *capturer) done(pod *corev1.Pod, pl *podLog) bool {
+	if pl.finished {
+		return true
+	}
+	if !pl.saved {
+		return false
+	}
+	final := ended(pod) || (pod.DeletionTimestamp != nil && c.nowFor().After(pod.DeletionTimestamp.Time))
+	if !final {
+		return false
+	}
+	for _, ct := range containers(pod) {
+		if l := pl.containers[ct.name]; started(ct.status) && (l == nil || !l.complete) {
+			return false
+		}
+	}
+	return true
+}
+
+// finish lets go of a pod whose log is kept, and of its text in memory.
+func (c *capturer) finish(ctx context.Context, pod *corev1.Pod) error {
+	c.mu.Lock()
+	c.pods[client.ObjectKeyFromObject(pod)] = &podLog{uid: pod.UID, finished: true}
+	c.mu.Unlock()
+	return c.release(ctx, pod)
+}
+
+// read reads each started container's log from where the kept one ends;
+// final marks a container complete once read after the pod ended.
+func (c *capturer) read(ctx context.Context, plan string, pod *corev1.Pod, pl *podLog, final bool) error {
+	var errs []error
+	for _, ct := range containers(pod) {
+		if !started(ct.status) {
+			continue
+		}
+		l := pl.containers[ct.name]
+		if l == nil {
+			l = &containerLog{}
+			pl.containers[ct.name] = l
+			pl.saved = false
+		}
+		if l.complete {
+			continue
+		}
+		ended := final || ct.status.State.Terminated != nil
+		limit, err := c.limit(ctx, plan, pod, l)
+		if err != nil {
+			return err
+		}
+		fresh, err := c.readContainer(ctx, pod, ct.name, l, limit)
+		if fresh > 0 {
+			// Saved only when it changed: a quiet container costs no write.
+			pl.saved = false
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("container %s: %w", ct.name, err))
+			continue
+		}
+		if ended {
+			l.complete, pl.saved = true, false
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// limit is how much the container's log may keep: the per-container limit,
+// less what the plan's other logs already keep beyond the plan's limit.
+func (c *capturer) limit(ctx context.Context, plan string, pod *corev1.Pod, l *containerLog) (int, error) {
+	cms := &corev1.ConfigMapList{}
+	if err := c.c.List(ctx, cms, client.InNamespace(cluster.HarvesterNamespace), client.MatchingLabels{v1beta1.LabelUpgradeLog: plan}); err != nil {
+		return 0, err
+	}
+	var others int64
+	mine := ConfigMap(plan, pod.Name)
+	for _, cm := range cms.Items {
+		if cm.Name == mine {
+			continue
+		}
+		for _, s := range states(&cm) {
+			others += s.Bytes
+		}
+	}
+	return c.opts.Limits.forContainer(others, l.size()), nil
+}
+
+// readContainer reads the container's log from the API server (the
+// kubelet), with timestamps, from the last kept line's second on.
+func (c *capturer) readContainer(ctx context.Context, pod *corev1.Pod, container string, l *containerLog, limit int) (int, error) {
+	opts := &corev1.PodLogOptions{Container: container, Timestamps: true}
+	if s := l.since(); s != nil {
+		opts.SinceTime = &metav1.Time{Time: *s}
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	stream, err := c.kube.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, opts).Stream(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = stream.Close() }()
+	l.resume()
+	r := bufio.NewReaderSize(stream, 64<<10)
+	fresh := 0
+	for {
+		line, err := r.ReadString('\n')
+		if line != "" && l.feed(line, limit) {
+			fresh++
+		}
+		if errors.Is(err, io.EOF) {
+			return fresh, nil
+		}
+		if err != nil {
+			return fresh, err
+		}
+	}
+}
+
+// load returns what is kept of the pod's log: in memory, else from its
+// ConfigMap (after a manager restart), else nothing yet.
+func (c *capturer) load(ctx context.Context, plan string, pod *corev1.Pod) (*podLog, error) {
+	key := client.ObjectKeyFromObject(pod)
+	c.mu.Lock()
+	pl := c.pods[key]
+	c.mu.Unlock()
+	if pl != nil && pl.uid == pod.UID {
+		return pl, nil
+	}
+	pl = &podLog{uid: pod.UID, containers: map[string]*containerLog{}}
+	cm := &corev1.ConfigMap{}
+	err := c.api.Get(ctx, client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: ConfigMap(plan, pod.Name)}, cm)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, err
+	case cm.Annotations[annotationPodUID] != string(pod.UID):
+		// A pod of the same name before this one (a Job's retry has another
+		// name; this is a leftover): start again.
+	default:
+		for name, s := range states(cm) {
+			text, err := Gunzip(cm.BinaryData[Key(name)])
+			if err != nil {
+				return nil, fmt.Errorf("reading the kept log of %s/%s %s: %w", pod.Namespace, pod.Name, name, err)
+			}
+			if pl.containers[name], err = restore(text, s); err != nil {
+				return nil, err
+			}
+		}
+		pl.saved = true
+	}
+	c.mu.Lock()
+	c.pods[key] = pl
+	c.mu.Unlock()
+	return pl, nil
+}
+
+func (c *capturer) forget(key types.NamespacedName) {
+	c.mu.Lock()
+	delete(c.pods, key)
+	c.mu.Unlock()
+}
+
+// Annotations on a log ConfigMap: where the log comes from.
+const (
+	annotationPodUID    = v1beta1.Prefix + "upgrade-log-pod-uid"
+	annotationNamespace = v1beta1.Prefix + "upgrade-log-namespace"
+	annotationPod       = v1beta1.Prefix + "upgrade-log-pod"
+	annotationJob       = v1beta1.Prefix + "upgrade-log-job"
+	annotationNode      = v1beta1.Prefix + "upgrade-log-node"
+)
+
+// states reads the containers' states of a log ConfigMap.
+func states(cm *corev1.ConfigMap) map[string]containerState {
+	s := map[string]containerState{}
+	_ = json.Unmarshal([]byte(cm.Annotations[v1beta1.AnnotationLogState]), &s)
+	return s
+}
+
+// save writes the pod's log ConfigMap when it changed.
+func (c *capturer) save(ctx context.Context, ul *v1beta1.UpgradeLog, plan string, pod *corev1.Pod, pl *podLog) error {
+	if len(pl.containers) == 0 {
+		// No container ran: nothing to keep (a pod deleted before it
+		// started must not wait for one).
+		pl.saved = true
+	}
+	if pl.saved {
+		return nil
+	}
+	st := map[string]containerState{}
+	data := map[string][]byte{}
+	for name, l := range pl.containers {
+		st[name] = l.state()
+		data[Key(name)] = Gzip(l.text())
+	}
+	stateJSON, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: ConfigMap(plan, pod.Name)}}
+	_, err = controllerutil.CreateOrUpdate(ctx, c.c, cm, func() error {
+		cm.Labels = map[string]string{
+			v1beta1.LabelUpgradeLog:       plan,
+			v1beta1.LabelUpgradeComponent: pod.Labels[v1beta1.LabelUpgradeComponent],
+		}
+		if jt := pod.Labels[v1beta1.LabelJobType]; jt != "" {
+			cm.Labels[v1beta1.LabelJobType] = jt
+		}
+		cm.Annotations = map[string]string{
+			annotationPodUID: string(pod.UID), annotationNamespace: pod.Namespace, annotationPod: pod.Name,
+			annotationJob: pod.Labels[batchv1.JobNameLabel], annotationNode: pod.Spec.NodeName,
+			v1beta1.AnnotationLogState: string(stateJSON),
+		}
+		cm.BinaryData = data
+		return controllerutil.SetOwnerReference(ul, cm, c.c.Scheme())
+	})
+	if err != nil {
+		return fmt.Errorf("saving the log of %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	pl.saved = true
+	return nil
+}
+
+// hold puts the capture's finalizer on a pod.
+func (c *capturer) hold(ctx context.Context, pod *corev1.Pod) error {
+	patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.AddFinalizer(pod, v1beta1.FinalizerLogCapture)
+	return client.IgnoreNotFound(c.c.Patch(ctx, pod, patch))
+}
+
+// release removes the capture's finalizer from a pod.
+func (c *capturer) release(ctx context.Context, pod *corev1.Pod) error {
+	return Release(ctx, c.c, pod)
+}
+
+// Release lets a pod go that the capture holds: it removes the finalizer.
+func Release(ctx context.Context, c client.Client, pod *corev1.Pod) error {
+	if !controllerutil.ContainsFinalizer(pod, v1beta1.FinalizerLogCapture) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(pod, v1beta1.FinalizerLogCapture)
+	return client.IgnoreNotFound(c.Patch(ctx, pod, patch))
+}
