@@ -287,7 +287,7 @@ func harvesterMigratable(vmi *kubevirtv1.VirtualMachineInstance, node string, no
 	workers := 0
 	for i := range nodes {
 		n := &nodes[i]
-		if n.Labels[cluster.LabelWitnessNode] == "true" {
+		if cluster.IsWitness(n) {
 			continue
 		}
 		workers++

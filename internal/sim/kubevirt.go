@@ -240,7 +240,7 @@ func kubeVirtCanMigrate(spec *kubevirtv1.VirtualMachineInstanceSpec) bool {
 
 // vmTarget reports whether KubeVirt may place an instance on the node.
 func vmTarget(n *corev1.Node) bool {
-	if n.Spec.Unschedulable || !nodeReady(n) || n.Labels[cluster.LabelWitnessNode] == "true" {
+	if n.Spec.Unschedulable || !cluster.NodeReady(n) || cluster.IsWitness(n) {
 		return false
 	}
 	for _, t := range n.Spec.Taints {
@@ -250,8 +250,6 @@ func vmTarget(n *corev1.Node) bool {
 	}
 	return true
 }
-
-func nodeReady(n *corev1.Node) bool { return cluster.NodeReady(n) }
 
 // fits reports whether the instance's node selector and required node
 // affinity admit the node.

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"iter"
 	"os"
 	"path"
 	"slices"
@@ -889,6 +890,28 @@ func (f *File) Seek(offset int64, whence int) (int64, error) {
 	return offset, nil
 }
 
+// Spans yields where the file's bytes [off, off+n) lie in the image, in
+// order: one Extent per stored run, cut to the range and the file's end.
+// Every read of the file's data walks its extents here.
+func (f *File) Spans(off, n int64) iter.Seq[Extent] {
+	return func(yield func(Extent) bool) {
+		for _, e := range f.n.extents {
+			if n <= 0 {
+				return
+			}
+			if off >= e.Length {
+				off -= e.Length
+				continue
+			}
+			chunk := min(n, e.Length-off)
+			if !yield(Extent{Offset: e.Offset + off, Length: chunk}) {
+				return
+			}
+			n, off = n-chunk, 0
+		}
+	}
+}
+
 // ReadAt reads len(p) bytes at offset off of the file.
 func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
@@ -902,16 +925,9 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 		want = int(rest)
 	}
 	done := 0
-	for _, e := range f.n.extents {
-		if done == want {
-			break
-		}
-		if off >= e.Length {
-			off -= e.Length
-			continue
-		}
-		chunk := int(min(int64(want-done), e.Length-off))
-		n, err := f.img.r.ReadAt(p[done:done+chunk], e.Offset+off)
+	for e := range f.Spans(off, int64(want)) {
+		chunk := int(e.Length)
+		n, err := f.img.r.ReadAt(p[done:done+chunk], e.Offset)
 		done += n
 		if n < chunk {
 			if err == nil || errors.Is(err, io.EOF) {
@@ -919,7 +935,6 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 			}
 			return done, err
 		}
-		off = 0
 	}
 	if done < len(p) {
 		return done, io.EOF
