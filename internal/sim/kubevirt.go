@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -419,23 +418,3 @@ func (s *Sim) reconcileMigration(ctx context.Context, req reconcile.Request) (re
 
 // vmKey is "namespace/name".
 func vmKey(namespace, name string) string { return namespace + "/" + name }
-
-// splitVMKey splits "namespace/name".
-func splitVMKey(key string) (types.NamespacedName, bool) {
-	ns, name, ok := strings.Cut(strings.TrimSpace(key), "/")
-	return types.NamespacedName{Namespace: ns, Name: name}, ok && ns != "" && name != ""
-}
-
-// setRunStrategy stops (Halted) or starts (Always) a VM the way KubeVirt's
-// stop and start subresources do for an Always VM.
-func (s *Sim) setRunStrategy(ctx context.Context, key types.NamespacedName, strategy string) error {
-	vm := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-	return s.mutate(ctx, vm, false, func() bool {
-		if ptr.Deref(vm.Spec.RunStrategy, "") == strategy {
-			return false
-		}
-		vm.Spec.Running = nil
-		vm.Spec.RunStrategy = ptr.To(strategy)
-		return true
-	})
-}
