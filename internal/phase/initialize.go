@@ -121,7 +121,6 @@ func managedNodes(ctx context.Context, s *Scope) ([]corev1.Node, error) {
 func checkDiskSpace(ctx context.Context, s *Scope) (Result, error) {
 	skip, err := s.Plan.SkipGCThresholdCheck()
 	if err != nil {
-		//nolint:nilerr // a bad annotation fails the plan; it is not a reconcile error
 		return Fail("%v", err), nil
 	}
 	if skip {
@@ -159,7 +158,6 @@ func checkCerts(ctx context.Context, s *Scope) (Result, error) {
 	minValidity := s.Config.MinCertValidity
 	days, err := s.Plan.MinCertsExpirationInDay()
 	if err != nil {
-		//nolint:nilerr // a bad annotation fails the plan; it is not a reconcile error
 		return Fail("%v", err), nil
 	}
 	if days > 0 {
