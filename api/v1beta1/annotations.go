@@ -11,6 +11,7 @@ import (
 // them by the same rule.
 
 // AnnotationError is a user annotation whose value breaks its rule.
+// +kubebuilder:object:generate=false
 type AnnotationError struct {
 	Key, Value string
 	Err        error
