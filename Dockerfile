@@ -47,7 +47,9 @@ ARG VERSION=dev
 ARG GIT_COMMIT=unknown
 ARG GIT_TREE_STATE=unknown
 ARG HELM_VERSION
-# `make build` stamps the version in, as for local builds, with CGO off.
+# `make build` stamps the version in, as for local builds, with CGO off; it
+# builds the product only (cmd/upgrade-toolkit), never the simulator's
+# cmd/upgrade-toolkit-sim.
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     GOOS=$TARGETOS GOARCH=$TARGETARCH make build LOCALBIN=/out \
       VERSION="$VERSION" GIT_COMMIT="$GIT_COMMIT" GIT_TREE_STATE="$GIT_TREE_STATE"

@@ -226,8 +226,8 @@ kwok: $(KWOK) ## Build kwok into bin/.
 DEMO_ARGS ?=
 
 .PHONY: demo
-demo: world build ## Upgrade a simulated 3-node Harvester cluster end to end, live (DEMO_ARGS="--nodes 5 --fault pre-drain ...").
-	$(WORLD_ENV) $(LOCALBIN)/upgrade-toolkit demo $(DEMO_ARGS)
+demo: world build-sim ## Upgrade a simulated 3-node Harvester cluster end to end, live (DEMO_ARGS="--nodes 5 --fault pre-drain ...").
+	$(WORLD_ENV) $(LOCALBIN)/upgrade-toolkit-sim demo $(DEMO_ARGS)
 
 PLUGIN_DIR ?= $(HOME)/.local/bin
 
@@ -238,8 +238,12 @@ kubectl-plugin: build ## Link bin/upgrade-toolkit as $(PLUGIN_DIR)/kubectl-upgra
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/upgrade-toolkit.
+build: ## Build bin/upgrade-toolkit, the product: what the image ships.
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(LOCALBIN)/upgrade-toolkit ./cmd/upgrade-toolkit
+
+.PHONY: build-sim
+build-sim: ## Build bin/upgrade-toolkit-sim, the rehearsal: the demo on a simulated cluster (never shipped).
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(LOCALBIN)/upgrade-toolkit-sim ./cmd/upgrade-toolkit-sim
 
 .PHONY: run
 run: ## Run the controller manager against the cluster of $KUBECONFIG (ENABLE_WEBHOOKS=false to skip the webhook).

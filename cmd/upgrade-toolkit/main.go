@@ -1,6 +1,8 @@
-// Command upgrade-toolkit is the one binary of the Harvester upgrade toolkit:
-// the controller manager, the upgrade repo server, the jobs that run on the
-// nodes and the cluster, and the simulator.
+// Command upgrade-toolkit is the product binary of the Harvester upgrade
+// toolkit, the one the image ships: the controller manager, the upgrade repo
+// server, the jobs that run on the nodes and the cluster, and the commands
+// people run (status, preflight). The simulator and its demo live in
+// upgrade-toolkit-sim; deps_test.go keeps them out of this binary.
 package main
 
 import (

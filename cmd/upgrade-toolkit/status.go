@@ -98,7 +98,7 @@ func statusClients() (client.Reader, status.LogReader, error) {
 // finishes.
 func showStatus(ctx context.Context, cmd *cobra.Command, c client.Reader, logs status.LogReader, name, output string, watch bool, interval time.Duration) error {
 	out := cmd.OutOrStdout()
-	view := &status.View{Out: out, Terminal: watch && isTerminal(out)}
+	view := &status.View{Out: out, Terminal: watch && status.IsTerminal(out)}
 	for {
 		s, err := status.Compute(ctx, c, logs, name, time.Now())
 		if err != nil {

@@ -19,3 +19,11 @@ func NodeReady(n *corev1.Node) bool {
 	c := ReadyCondition(n)
 	return c != nil && c.Status == corev1.ConditionTrue
 }
+
+// IsWitness reports whether the node is a witness node, which holds etcd
+// but runs no workloads: it carries the witness label, whatever its value
+// (the upgrade repo's node affinity, DoesNotExist, reads it the same way).
+func IsWitness(n *corev1.Node) bool {
+	_, witness := n.Labels[LabelWitnessNode]
+	return witness
+}

@@ -140,8 +140,8 @@ func (u *Upgrade) workloadNodes(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("listing the managed nodes: %w", err)
 	}
 	n := 0
-	for _, node := range nodes.Items {
-		if node.Labels[cluster.LabelWitnessNode] != "true" {
+	for i := range nodes.Items {
+		if !cluster.IsWitness(&nodes.Items[i]) {
 			n++
 		}
 	}

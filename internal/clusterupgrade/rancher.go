@@ -121,8 +121,8 @@ func (u *Upgrade) upgradeRancher(ctx context.Context, r *run) error {
 // which must not run Rancher; nil keeps the release's.
 func RancherReplicas(nodes []corev1.Node) *int {
 	witnesses := 0
-	for _, n := range nodes {
-		if n.Labels[cluster.LabelWitnessNode] == "true" {
+	for i := range nodes {
+		if cluster.IsWitness(&nodes[i]) {
 			witnesses++
 		}
 	}

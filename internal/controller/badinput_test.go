@@ -56,7 +56,7 @@ func TestBadInputStraightToTheAPI(t *testing.T) {
 			want: `metadata.name "hvst.upgrade" must start with a lowercase letter and contain only lowercase letters, digits and '-' (no '.')`},
 		{name: "a bad annotation value", spec: v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")},
 			annotations: []string{v1beta1.AnnotationMinCertsExpirationInDay, "soon"},
-			want:        `annotation management.harvesterhci.io/min-certs-expiration-in-day has the value "soon": use a whole number of days greater than 0`},
+			want:        `annotation management.harvesterhci.io/min-certs-expiration-in-day has the value "soon": must be a whole number of days greater than 0, e.g. "7" (the default)`},
 		{name: "a Version without an ISO URL", spec: v1beta1.UpgradePlanSpec{Version: ptr.To("v1.9.0")},
 			prepare: func() {
 				h.must(h.c.Create(h.ctx(), &harvesterv1beta1.Version{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: "v1.9.0"}}))

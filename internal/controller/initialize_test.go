@@ -96,11 +96,11 @@ func TestInitializeFailures(t *testing.T) {
 		{name: "kubelet unreachable", setup: func(h *harness) { delete(h.kubelet.nodes, "node-3") }, advance: 4 * time.Minute,
 			want: `could not read every kubelet: reading the kubelet's /stats/summary of node "node-3"`},
 		{name: "bad skip annotation", annotations: []string{v1beta1.AnnotationSkipGCThresholdCheck, "yes please"},
-			want: `has the value "yes please": use "true" or "false"`},
+			want: `has the value "yes please": must be "true" or "false"`},
 		{name: "certificates expire too soon", annotations: []string{v1beta1.AnnotationMinCertsExpirationInDay, "30"},
 			want: "less than the required 30 days: rotate the RKE2 certificates"},
 		{name: "bad certificate annotation", annotations: []string{v1beta1.AnnotationMinCertsExpirationInDay, "-3"},
-			want: "use a whole number of days greater than 0"},
+			want: "must be a whole number of days greater than 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

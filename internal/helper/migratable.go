@@ -85,7 +85,7 @@ func isRunningSomewhere(vmi *kubevirtv1.VirtualMachineInstance) bool {
 // isMigrationTarget reports whether KubeVirt could start a migration target
 // on the node.
 func isMigrationTarget(n *corev1.Node) bool {
-	if _, witness := n.Labels[cluster.LabelWitnessNode]; witness || n.Spec.Unschedulable {
+	if cluster.IsWitness(n) || n.Spec.Unschedulable {
 		return false
 	}
 	return cluster.NodeReady(n)

@@ -66,8 +66,7 @@ func orUnknown(s string) string {
 func workloadNodes(nodes []corev1.Node) int {
 	n := 0
 	for i := range nodes {
-		l := nodes[i].Labels
-		if l[cluster.LabelManagedNode] == "true" && l[cluster.LabelWitnessNode] != "true" {
+		if nodes[i].Labels[cluster.LabelManagedNode] == "true" && !cluster.IsWitness(&nodes[i]) {
 			n++
 		}
 	}

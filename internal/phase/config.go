@@ -118,7 +118,7 @@ func (c *Config) ToolkitImage(p *v1beta1.UpgradePlan) string {
 // release, else the manager's own version.
 func (c *Config) ToolkitImageParts(p *v1beta1.UpgradePlan) (repository, tag string) {
 	repository = c.ToolkitRepository
-	if r := p.Annotations[v1beta1.AnnotationUpgradeToolkitImage]; r != "" {
+	if r := p.UpgradeToolkitImage(); r != "" {
 		repository = r
 	}
 	tag = c.Version

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -123,15 +122,12 @@ func managedNodes(ctx context.Context, s *Scope) ([]corev1.Node, error) {
 // node past its kubelet's image garbage collection threshold. A kubelet that
 // cannot be read is retried until a deadline before the plan fails.
 func checkDiskSpace(ctx context.Context, s *Scope) (Result, error) {
-	if v, ok := s.Plan.Annotations[v1beta1.AnnotationSkipGCThresholdCheck]; ok {
-		skip, err := strconv.ParseBool(v)
-		if err != nil {
-			//nolint:nilerr // a bad annotation fails the plan; it is not a reconcile error
-			return FailFinal("annotation %s has the value %q: use \"true\" or \"false\"", v1beta1.AnnotationSkipGCThresholdCheck, v), nil
-		}
-		if skip {
-			return Done(), nil
-		}
+	skip, err := s.Plan.SkipGCThresholdCheck()
+	if err != nil {
+		return FailFinal("%v", err), nil
+	}
+	if skip {
+		return Done(), nil
 	}
 	nodes, err := managedNodes(ctx, s)
 	if err != nil {
@@ -163,12 +159,11 @@ func checkDiskSpace(ctx context.Context, s *Scope) (Result, error) {
 // for the upgrade.
 func checkCerts(ctx context.Context, s *Scope) (Result, error) {
 	minValidity := s.Config.MinCertValidity
-	if v, ok := s.Plan.Annotations[v1beta1.AnnotationMinCertsExpirationInDay]; ok {
-		days, err := strconv.Atoi(v)
-		if err != nil || days <= 0 {
-			//nolint:nilerr // a bad annotation fails the plan; it is not a reconcile error
-			return FailFinal("annotation %s has the value %q: use a whole number of days greater than 0", v1beta1.AnnotationMinCertsExpirationInDay, v), nil
-		}
+	days, err := s.Plan.MinCertsExpirationInDay()
+	if err != nil {
+		return FailFinal("%v", err), nil
+	}
+	if days > 0 {
 		minValidity = time.Duration(days) * 24 * time.Hour
 	}
 	addrs, err := preflight.APIServerAddresses(ctx, s.Client)

@@ -501,7 +501,7 @@ func restoreVMs(ctx context.Context, s *Scope, nodes []corev1.Node, obs *observa
 	var running []string
 	for _, n := range nodes {
 		st := s.Plan.Status.NodeUpgradeStatuses[n.Name]
-		if !nodestate.Upgraded(st.State) || strings.TrimSpace(cm.Data[n.Name]) == "" || n.Labels[cluster.LabelWitnessNode] != "" {
+		if !nodestate.Upgraded(st.State) || strings.TrimSpace(cm.Data[n.Name]) == "" || cluster.IsWitness(&n) {
 			continue
 		}
 		j := obs.jobs[v1beta1.JobTypeRestoreVM][n.Name]

@@ -31,8 +31,8 @@ func (RepoCreate) Run(ctx context.Context, s *Scope) (Result, error) {
 		return Result{}, err
 	}
 	replicas := int32(0)
-	for _, n := range nodes {
-		if n.Labels[cluster.LabelWitnessNode] == "" {
+	for i := range nodes {
+		if !cluster.IsWitness(&nodes[i]) {
 			replicas++
 		}
 	}

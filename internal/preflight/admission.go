@@ -67,7 +67,8 @@ func (r AdmissionResult) Allowed() bool { return len(r.Errors) == 0 }
 // cluster's state (annotation skip-webhook "true"). Its own fields and
 // annotations are still validated, and no facts need gathering.
 func AdmissionChecksSkipped(p *v1beta1.UpgradePlan) bool {
-	return p.Annotations[v1beta1.AnnotationSkipWebhook] == "true"
+	skip, _ := p.SkipWebhook() // a bad value is refused by admitAnnotations and skips nothing
+	return skip
 }
 
 // AdmissionChecksDeferred reports whether the webhook leaves the checks of
@@ -159,7 +160,7 @@ func admissionManagedNodes(nodes []corev1.Node) []corev1.Node {
 func admissionWorkloadNodes(nodes []corev1.Node) int {
 	count := 0
 	for _, n := range admissionManagedNodes(nodes) {
-		if _, witness := n.Labels[cluster.LabelWitnessNode]; !witness {
+		if !cluster.IsWitness(&n) {
 			count++
 		}
 	}

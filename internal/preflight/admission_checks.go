@@ -204,7 +204,7 @@ func admitSingleReplicaVolumes(p *v1beta1.UpgradePlan, f *AdmissionFacts) Admiss
 	if len(detached) == 0 {
 		return r
 	}
-	if p.Annotations[v1beta1.AnnotationSkipSingleReplicaDetachedVol] == "true" {
+	if skip, _ := p.SkipSingleReplicaDetachedVol(); skip { // a bad value is refused by admitAnnotations
 		r.add(admissionWarn("detached single-replica volumes are not checked (%s=true): %s have no other copy if a node fails during the upgrade",
 			v1beta1.AnnotationSkipSingleReplicaDetachedVol, admissionNames(detached)))
 		return r

@@ -34,7 +34,7 @@ func AdmitDelete(p *v1beta1.UpgradePlan, webhookConfiguration string) AdmissionR
 				"As a last resort, delete the ValidatingWebhookConfiguration %[4]s to remove the plan, knowing the cluster stays part-upgraded",
 			p.Name, what, phase, webhookConfiguration))}}
 	}
-	if p.Annotations[v1beta1.AnnotationAllowDeletion] != "true" {
+	if allow, _ := p.AllowDeletion(); !allow { // a bad value allows nothing
 		return AdmissionResult{Errors: field.ErrorList{field.Forbidden(metadata.Child("annotations").Key(v1beta1.AnnotationAllowDeletion), fmt.Sprintf(
 			"cannot delete UpgradePlan %q while it runs (phase %s): deleting it stops the upgrade and removes what it created. "+
 				"To delete it anyway, first run `kubectl annotate upgradeplan %[1]s %[3]s=true`",

@@ -3,7 +3,6 @@ package preflight
 import (
 	"fmt"
 	"regexp"
-	"strconv"
 
 	"github.com/distribution/reference"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -71,22 +70,23 @@ func admitAnnotations(before, after map[string]string) AdmissionResult {
 	path := field.NewPath("metadata", "annotations")
 	for _, key := range admissionBoolAnnotations {
 		v, ok := changed(key)
-		switch {
-		case !ok:
-		case v == "true":
+		if !ok {
+			continue
+		}
+		switch on, err := v1beta1.ParseBoolAnnotation(v); {
+		case err != nil:
+			r.Errors = append(r.Errors, field.Invalid(path.Key(key), v, err.Error()))
+		case on:
 			if risk, ok := admissionRiskyWhenTrue[key]; ok {
 				r.Warnings = append(r.Warnings, fmt.Sprintf("%s=true: %s", key, risk))
 			}
-		case v != "false":
-			r.Errors = append(r.Errors, field.Invalid(path.Key(key), v, `must be "true" or "false"`))
 		}
 	}
 	if v, ok := changed(v1beta1.AnnotationMinCertsExpirationInDay); ok {
-		days, err := strconv.Atoi(v)
+		days, err := v1beta1.ParseMinCertsExpirationInDay(v)
 		switch {
-		case err != nil || days <= 0:
-			r.Errors = append(r.Errors, field.Invalid(path.Key(v1beta1.AnnotationMinCertsExpirationInDay), v,
-				fmt.Sprintf("must be a whole number of days greater than 0, e.g. \"%d\" (the default)", v1beta1.DefaultMinCertsExpirationInDay)))
+		case err != nil:
+			r.Errors = append(r.Errors, field.Invalid(path.Key(v1beta1.AnnotationMinCertsExpirationInDay), v, err.Error()))
 		case days < v1beta1.DefaultMinCertsExpirationInDay:
 			r.Warnings = append(r.Warnings, fmt.Sprintf("%s=%d: the upgrade starts even if the API server's certificate "+
 				"expires within %[2]d days (default %d); rotate the RKE2 certificates first if it does",

@@ -288,7 +288,7 @@ func volumesAtRisk(f *preflight.AdmissionFacts) []Volume {
 func workloadNodes(nodes []corev1.Node) int {
 	n := 0
 	for i := range nodes {
-		if _, witness := nodes[i].Labels[cluster.LabelWitnessNode]; !witness && nodes[i].Labels[cluster.LabelManagedNode] == "true" {
+		if !cluster.IsWitness(&nodes[i]) && nodes[i].Labels[cluster.LabelManagedNode] == "true" {
 			n++
 		}
 	}
@@ -341,7 +341,7 @@ func nodes(plan *v1beta1.UpgradePlan, f *preflight.AdmissionFacts, risky []Volum
 		n := &managed[i]
 		node := Node{Name: n.Name, Role: role[n.Name], Ready: cluster.NodeReady(n), Paused: plan.IsNodePaused(n.Name),
 			Migrate: []MigratingVM{}, ShutDown: []StoppedVM{}}
-		if _, witness := n.Labels[cluster.LabelWitnessNode]; witness {
+		if cluster.IsWitness(n) {
 			node.Role = "witness"
 		} else if node.Role == "" {
 			node.Role = "worker"

@@ -243,29 +243,19 @@ func (c *content) sendTo(w io.Writer, n int64) (int64, error) {
 		return 0, err
 	}
 	var done int64
-	var start int64 // of the extent in the file
-	for _, e := range c.Extents() {
-		if done == n {
-			break
-		}
-		if pos >= start+e.Length {
-			start += e.Length
-			continue
-		}
-		chunk := min(n-done, start+e.Length-pos)
-		if _, err := f.Seek(e.Offset+pos-start, io.SeekStart); err != nil {
+	for e := range c.Spans(pos, n) {
+		if _, err := f.Seek(e.Offset, io.SeekStart); err != nil {
 			return done, err
 		}
-		m, err := rf.ReadFrom(&io.LimitedReader{R: f, N: chunk})
+		m, err := rf.ReadFrom(&io.LimitedReader{R: f, N: e.Length})
 		done, pos = done+m, pos+m
-		if err == nil && m < chunk {
+		if err == nil && m < e.Length {
 			err = io.ErrUnexpectedEOF // the image shrank under us
 		}
 		if err != nil {
 			_, _ = c.Seek(pos, io.SeekStart)
 			return done, err
 		}
-		start += e.Length
 	}
 	_, err = c.Seek(pos, io.SeekStart)
 	return done, err

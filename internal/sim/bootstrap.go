@@ -119,7 +119,7 @@ func (s *Sim) waitNodesReady(ctx context.Context) error {
 		pending = pending[:0]
 		for i := range nodes.Items {
 			n := &nodes.Items[i]
-			if !nodeReady(n) || slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady }) {
+			if !cluster.NodeReady(n) || slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady }) {
 				pending = append(pending, n.Name)
 			}
 		}

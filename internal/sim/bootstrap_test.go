@@ -70,8 +70,8 @@ func TestBootstrap(t *testing.T) {
 		if n.Labels[cluster.LabelManagedNode] != "true" || n.Labels[labelHostname] != n.Name || machine == "" || n.Annotations[cluster.AnnotationInternalIP] == "" {
 			t.Errorf("node %s lacks Harvester's labels or annotations: %v %v", n.Name, n.Labels, n.Annotations)
 		}
-		if !nodeReady(&n) || n.Status.NodeInfo.OSImage != "Harvester v1.7.1" || n.Status.NodeInfo.KubeletVersion != "v1.34.4+rke2r1" {
-			t.Errorf("node %s: ready=%v osImage=%q kubelet=%q", n.Name, nodeReady(&n), n.Status.NodeInfo.OSImage, n.Status.NodeInfo.KubeletVersion)
+		if !cluster.NodeReady(&n) || n.Status.NodeInfo.OSImage != "Harvester v1.7.1" || n.Status.NodeInfo.KubeletVersion != "v1.34.4+rke2r1" {
+			t.Errorf("node %s: ready=%v osImage=%q kubelet=%q", n.Name, cluster.NodeReady(&n), n.Status.NodeInfo.OSImage, n.Status.NodeInfo.KubeletVersion)
 		}
 		if len(n.Status.Addresses) != 1 || n.Status.Addresses[0].Type != corev1.NodeInternalIP || n.Status.Addresses[0].Address != n.Annotations[cluster.AnnotationInternalIP] {
 			t.Errorf("node %s addresses %v: want only its InternalIP", n.Name, n.Status.Addresses)

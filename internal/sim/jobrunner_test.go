@@ -205,10 +205,10 @@ func TestNodeUpgradeJobs(t *testing.T) {
 	post := nodeJob(t, plan.Name, JobPostDrain, "node-1", false)
 	eventually(t, 20*time.Second, "node-1 to reboot into the new OS", func() (bool, string) {
 		get(t, client.ObjectKey{Name: "node-1"}, n)
-		if !nodeReady(n) {
+		if !cluster.NodeReady(n) {
 			sawDown = true
 		}
-		return nodeReady(n) && n.Status.NodeInfo.OSImage == "Harvester v1.8.0" && n.Annotations[annotationReboot] == "", n.Status.NodeInfo.OSImage
+		return cluster.NodeReady(n) && n.Status.NodeInfo.OSImage == "Harvester v1.8.0" && n.Annotations[annotationReboot] == "", n.Status.NodeInfo.OSImage
 	})
 	if !sawDown {
 		t.Error("node-1 never went NotReady while rebooting")
@@ -263,7 +263,7 @@ func TestSingleNodeUpgradeJob(t *testing.T) {
 	n := &corev1.Node{}
 	eventually(t, 10*time.Second, "the node to come back upgraded", func() (bool, string) {
 		get(t, client.ObjectKey{Name: "node-1"}, n)
-		return nodeReady(n) && n.Status.NodeInfo.OSImage == "Harvester v1.8.0", n.Status.NodeInfo.OSImage
+		return cluster.NodeReady(n) && n.Status.NodeInfo.OSImage == "Harvester v1.8.0", n.Status.NodeInfo.OSImage
 	})
 	if n.Status.NodeInfo.KubeletVersion != "v1.35.2+rke2r1" || job.Status.Succeeded != 1 {
 		t.Errorf("kubelet %q", n.Status.NodeInfo.KubeletVersion)
@@ -278,17 +278,17 @@ func TestNodeThatNeverComesBack(t *testing.T) {
 	n := &corev1.Node{}
 	eventually(t, 10*time.Second, "node-2 to go down", func() (bool, string) {
 		get(t, client.ObjectKey{Name: "node-2"}, n)
-		return !nodeReady(n), ""
+		return !cluster.NodeReady(n), ""
 	})
 	time.Sleep(300 * time.Millisecond)
 	get(t, client.ObjectKey{Name: "node-2"}, n)
-	if nodeReady(n) || n.Status.NodeInfo.OSImage != "Harvester v1.7.1" {
-		t.Fatalf("node-2 came back: ready=%v osImage %q", nodeReady(n), n.Status.NodeInfo.OSImage)
+	if cluster.NodeReady(n) || n.Status.NodeInfo.OSImage != "Harvester v1.7.1" {
+		t.Fatalf("node-2 came back: ready=%v osImage %q", cluster.NodeReady(n), n.Status.NodeInfo.OSImage)
 	}
 	// Lifting the fault lets it boot.
 	s.SetFaults(FaultSet{})
 	eventually(t, 10*time.Second, "node-2 to come back", func() (bool, string) {
 		get(t, client.ObjectKey{Name: "node-2"}, n)
-		return nodeReady(n) && n.Status.NodeInfo.OSImage == "Harvester v1.8.0", ""
+		return cluster.NodeReady(n) && n.Status.NodeInfo.OSImage == "Harvester v1.8.0", ""
 	})
 }

@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -22,12 +20,15 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
-	"github.com/harvester/upgrade-toolkit/internal/names"
+	"github.com/harvester/upgrade-toolkit/internal/helper"
 	"github.com/harvester/upgrade-toolkit/internal/release"
 )
 
 // The simulated work of each job type: the effects the real job commands
-// have on the cluster, without touching a host.
+// have on the cluster, without touching a host. The VM work of
+// internal/helper (recording and stopping the VMs that cannot migrate,
+// restore-vm) is not played: the simulator runs the toolkit's own code.
+// Config.RealJobs runs the toolkit's own code for every job.
 
 // pollInterval is how often simulated job work re-checks what it waits for.
 const pollInterval = 20 * time.Millisecond
@@ -40,7 +41,7 @@ func (s *Sim) defaultJobWorks() map[string]JobWork {
 		JobPreDrain:          s.preDrainWork,
 		JobPostDrain:         s.postDrainWork,
 		JobSingleNodeUpgrade: s.singleNodeUpgradeWork,
-		JobRestoreVM:         s.restoreVMWork,
+		JobRestoreVM:         s.runRestoreVM,
 	}
 }
 
@@ -215,118 +216,14 @@ func (s *Sim) singleNodeUpgradeWork(ctx context.Context, pod *corev1.Pod) error 
 	return s.ScheduleReboot(ctx, node, jobOfPod(pod), rm.OS, rm.Kubernetes)
 }
 
-// restoreVMWork is the restore-vm job: it starts the VMs recorded for its
-// node.
-func (s *Sim) restoreVMWork(ctx context.Context, pod *corev1.Pod) error {
-	node := restoreNode(pod)
-	plan := pod.Labels[v1beta1.LabelUpgradePlan]
-	cm := &corev1.ConfigMap{}
-	if err := s.reader.Get(ctx, types.NamespacedName{Namespace: cluster.HarvesterNamespace, Name: names.RestoreVMConfigMap(plan)}, cm); err != nil {
-		return fmt.Errorf("reading the VMs to restore: %w", err)
-	}
-	for _, key := range strings.Split(cm.Data[node], ",") {
-		vm, ok := splitVMKey(key)
-		if !ok {
-			continue
-		}
-		if err := s.setRunStrategy(ctx, vm, runStrategyAlways); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("starting VM %s: %w", vm, err)
-		}
-	}
-	return nil
-}
-
-// shutDownNonMigratable is what vm-live-migrate-detector --shutdown does:
-// it records the node's non-migratable VMs in the plan's restore-vm
-// ConfigMap and stops them.
+// shutDownNonMigratable runs vm-live-migrate-detector --shutdown, the
+// toolkit's own code: it records the node's non-migratable VMs in the
+// plan's restore-vm ConfigMap and stops them.
 func (s *Sim) shutDownNonMigratable(ctx context.Context, plan *v1beta1.UpgradePlan, node string) error {
-	var vmis kubevirtv1.VirtualMachineInstanceList
-	if err := s.reader.List(ctx, &vmis, client.MatchingLabels{cluster.LabelVMINodeName: node}); err != nil {
-		return err
-	}
-	var nodes corev1.NodeList
-	if err := s.reader.List(ctx, &nodes); err != nil {
-		return err
-	}
-	var stop []string
-	for i := range vmis.Items {
-		vmi := &vmis.Items[i]
-		if !harvesterMigratable(vmi, node, nodes.Items) && vmi.Labels[cluster.LabelHarvesterUpgrade] == "" && !paused(vmi) {
-			stop = append(stop, vmKey(vmi.Namespace, vmi.Name))
-		}
-	}
-	sort.Strings(stop)
-	if err := s.recordRestoreVMs(ctx, plan, node, stop); err != nil {
-		return fmt.Errorf("recording the VMs to restore: %w", err)
-	}
-	for _, key := range stop {
-		vm, _ := splitVMKey(key)
-		if err := s.setRunStrategy(ctx, vm, runStrategyHalted); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("stopping VM %s: %w", key, err)
-		}
-	}
-	return nil
-}
-
-// paused reports whether the instance is paused, which the detector leaves
-// alone.
-func paused(vmi *kubevirtv1.VirtualMachineInstance) bool {
-	for _, c := range vmi.Status.Conditions {
-		if c.Type == "Paused" && c.Status == "True" {
-			return true
-		}
-	}
-	return false
-}
-
-// harvesterMigratable is Harvester's rule: with one non-witness node nothing
-// migrates; otherwise an instance with a node selector, a host device, or a
-// required node affinity that admits no other usable node cannot.
-func harvesterMigratable(vmi *kubevirtv1.VirtualMachineInstance, node string, nodes []corev1.Node) bool {
-	var others []*corev1.Node
-	workers := 0
-	for i := range nodes {
-		n := &nodes[i]
-		if n.Labels[cluster.LabelWitnessNode] == "true" {
-			continue
-		}
-		workers++
-		if n.Name != node && !n.Spec.Unschedulable {
-			others = append(others, n)
-		}
-	}
-	if workers <= 1 || vmi.Spec.NodeSelector != nil || len(vmi.Spec.Domain.Devices.HostDevices) > 0 {
-		return false
-	}
-	if a := vmi.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-		return slices.ContainsFunc(others, func(n *corev1.Node) bool { return fits(n, vmi.Spec) })
-	}
-	return true
-}
-
-// recordRestoreVMs writes data[node] of the plan's restore-vm ConfigMap,
-// owned (not controlled) by the plan.
-func (s *Sim) recordRestoreVMs(ctx context.Context, plan *v1beta1.UpgradePlan, node string, vms []string) error {
-	value := strings.Join(vms, ",")
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: names.RestoreVMConfigMap(plan.Name)}}
-	err := s.mutate(ctx, cm, false, func() bool {
-		if v, ok := cm.Data[node]; ok && v == value {
-			return false
-		}
-		if cm.Data == nil {
-			cm.Data = map[string]string{}
-		}
-		cm.Data[node] = value
-		return true
-	})
-	if !apierrors.IsNotFound(err) {
-		return err
-	}
-	cm.Data = map[string]string{node: value}
-	cm.OwnerReferences = []metav1.OwnerReference{{
-		APIVersion: v1beta1.GroupVersion.String(), Kind: "UpgradePlan", Name: plan.Name, UID: plan.UID,
-	}}
-	return s.c.Create(ctx, cm)
+	d := &helper.Detector{Client: s.direct, Power: helper.RunStrategyPower{Client: s.direct},
+		Events: &helper.Recorder{Client: s.direct, Component: helper.ComponentDetector, Host: node}}
+	_, err := d.Shutdown(ctx, plan.Name, node)
+	return err
 }
 
 // waitNodeEmpty waits until no VirtualMachineInstance runs on the node.

@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -240,7 +239,7 @@ func kubeVirtCanMigrate(spec *kubevirtv1.VirtualMachineInstanceSpec) bool {
 
 // vmTarget reports whether KubeVirt may place an instance on the node.
 func vmTarget(n *corev1.Node) bool {
-	if n.Spec.Unschedulable || !nodeReady(n) || n.Labels[cluster.LabelWitnessNode] == "true" {
+	if n.Spec.Unschedulable || !cluster.NodeReady(n) || cluster.IsWitness(n) {
 		return false
 	}
 	for _, t := range n.Spec.Taints {
@@ -250,8 +249,6 @@ func vmTarget(n *corev1.Node) bool {
 	}
 	return true
 }
-
-func nodeReady(n *corev1.Node) bool { return cluster.NodeReady(n) }
 
 // fits reports whether the instance's node selector and required node
 // affinity admit the node.
@@ -421,23 +418,3 @@ func (s *Sim) reconcileMigration(ctx context.Context, req reconcile.Request) (re
 
 // vmKey is "namespace/name".
 func vmKey(namespace, name string) string { return namespace + "/" + name }
-
-// splitVMKey splits "namespace/name".
-func splitVMKey(key string) (types.NamespacedName, bool) {
-	ns, name, ok := strings.Cut(strings.TrimSpace(key), "/")
-	return types.NamespacedName{Namespace: ns, Name: name}, ok && ns != "" && name != ""
-}
-
-// setRunStrategy stops (Halted) or starts (Always) a VM the way KubeVirt's
-// stop and start subresources do for an Always VM.
-func (s *Sim) setRunStrategy(ctx context.Context, key types.NamespacedName, strategy string) error {
-	vm := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-	return s.mutate(ctx, vm, false, func() bool {
-		if ptr.Deref(vm.Spec.RunStrategy, "") == strategy {
-			return false
-		}
-		vm.Spec.Running = nil
-		vm.Spec.RunStrategy = ptr.To(strategy)
-		return true
-	})
-}

@@ -56,7 +56,7 @@ func (s *Sim) reconcileVolume(ctx context.Context, req reconcile.Request) (recon
 	want, wait := robustnessHealthy, time.Duration(0)
 	for _, name := range replicaNodes(v) {
 		n := &corev1.Node{}
-		if err := s.c.Get(ctx, client.ObjectKey{Name: name}, n); err != nil || !nodeReady(n) {
+		if err := s.c.Get(ctx, client.ObjectKey{Name: name}, n); err != nil || !cluster.NodeReady(n) {
 			want, wait = robustnessDegraded, 0
 			break
 		}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/testenv"
 )
 
@@ -165,17 +166,14 @@ func (s *Sim) setPower(ctx context.Context, n *corev1.Node, power string) error 
 // setReady sets the node's Ready condition and reports whether it changed.
 func setReady(n *corev1.Node, status corev1.ConditionStatus, reason, message string) bool {
 	cond := readyCondition(status, reason, message)
-	for i := range n.Status.Conditions {
-		c := &n.Status.Conditions[i]
-		if c.Type != corev1.NodeReady {
-			continue
-		}
-		if c.Status == status && c.Reason == reason {
-			return false
-		}
+	c := cluster.ReadyCondition(n)
+	switch {
+	case c == nil:
+		n.Status.Conditions = append(n.Status.Conditions, cond)
+	case c.Status == status && c.Reason == reason:
+		return false
+	default:
 		*c = cond
-		return true
 	}
-	n.Status.Conditions = append(n.Status.Conditions, cond)
 	return true
 }

@@ -57,7 +57,7 @@ func TestRealNodeJobs(t *testing.T) {
 	post := nodeJob(t, plan.Name, JobPostDrain, "node-1", false)
 	eventually(t, 20*time.Second, "node-1 to reboot into the new OS", func() (bool, string) {
 		get(t, client.ObjectKey{Name: "node-1"}, n)
-		return nodeReady(n) && n.Status.NodeInfo.OSImage == "Harvester v1.8.0", n.Status.NodeInfo.OSImage
+		return cluster.NodeReady(n) && n.Status.NodeInfo.OSImage == "Harvester v1.8.0", n.Status.NodeInfo.OSImage
 	})
 	waitJob(t, post, batchv1.JobComplete)
 	if hasDrainTaint(n) {
@@ -93,6 +93,6 @@ func TestRealSingleNodeUpgradeJob(t *testing.T) {
 	n := &corev1.Node{}
 	eventually(t, 20*time.Second, "the node to come back upgraded", func() (bool, string) {
 		get(t, client.ObjectKey{Name: "node-1"}, n)
-		return nodeReady(n) && n.Status.NodeInfo.OSImage == "Harvester v1.8.0", n.Status.NodeInfo.OSImage
+		return cluster.NodeReady(n) && n.Status.NodeInfo.OSImage == "Harvester v1.8.0", n.Status.NodeInfo.OSImage
 	})
 }

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"strings"
 	"time"
 
+	"golang.org/x/term"
 	"sigs.k8s.io/yaml"
 )
 
@@ -111,6 +113,12 @@ func Write(w io.Writer, s *Status, format string) error {
 	}
 	_, err = w.Write(out)
 	return err
+}
+
+// IsTerminal reports whether w is a terminal, where a View redraws in place.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // View shows successive statuses on a terminal (redrawn in place) or, when

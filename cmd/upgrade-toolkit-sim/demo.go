@@ -9,7 +9,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -19,13 +18,11 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/testenv"
 )
 
-func init() { subcommands = append(subcommands, newDemoCommand) }
-
 func newDemoCommand() *cobra.Command {
 	o := demo.Options{Nodes: 3, ResumeAfter: 5 * time.Second, Timeout: 10 * time.Minute}
 	var output string
 	var verbose bool
-	var run func(*cobra.Command) error
+	var run func(*cobra.Command) (int, error)
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Upgrade a simulated Harvester cluster end to end and show it live",
@@ -44,48 +41,55 @@ invariant was violated; 2 the demo could not run.`,
 			// The simulated cluster runs in a network namespace of its own
 			// (a second run of this command): its API server and kubelets
 			// reach nothing outside it.
-			code := testenv.Isolated(func() int { return reportExit(cmd.ErrOrStderr(), run(cmd)) })
+			code := testenv.Isolated(func() int {
+				code, err := run(cmd)
+				if err != nil {
+					_, _ = fmt.Fprintln(cmd.ErrOrStderr(), "error:", err)
+				}
+				return code
+			})
 			if code != 0 {
 				os.Exit(code)
 			}
 			return nil
 		},
 	}
-	run = func(cmd *cobra.Command) error {
+	// run returns the demo's exit code and what made it other than 0.
+	run = func(cmd *cobra.Command) (int, error) {
 		if verbose {
 			ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(cmd.ErrOrStderr())))
 		} else {
 			ctrl.SetLogger(logr.Discard())
 		}
 		if output != "" && output != "yaml" {
-			return &exitError{code: 2, err: fmt.Errorf("--output %q: only yaml is supported", output)}
+			return usageExitCode, fmt.Errorf("--output %q: only yaml is supported", output)
 		}
 		out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
 		live := output == ""
 		// Writes to the terminal: a failed write has nowhere to be reported.
 		say := func(w io.Writer, text string) { _, _ = io.WriteString(w, text) }
 		say(errOut, fmt.Sprintf("starting the control plane and a simulated %d-node Harvester cluster...\n", o.Nodes))
-		view := &status.View{Out: out, Terminal: isTerminal(out)}
+		view := &status.View{Out: out, Terminal: status.IsTerminal(out)}
 		res, err := demo.Run(cmd.Context(), o, func(p *v1beta1.UpgradePlan, _ time.Duration) {
 			if live {
 				_ = view.Show(status.FromPlan(p, nil, time.Now()))
 			}
 		})
 		if res == nil || res.Plan == nil {
-			return &exitError{code: 2, err: err}
+			return usageExitCode, err
 		}
 		if live {
 			say(out, demo.Summary(res))
 		} else if werr := demo.WriteYAML(out, res); werr != nil {
-			return &exitError{code: 2, err: werr}
+			return usageExitCode, werr
 		}
 		if err != nil {
-			return &exitError{code: 1, err: err}
+			return 1, err
 		}
 		if !res.Succeeded() {
-			return &exitError{code: 1, err: fmt.Errorf("the upgrade ended in %s", res.Plan.Status.CurrentPhase)}
+			return 1, fmt.Errorf("the upgrade ended in %s", res.Plan.Status.CurrentPhase)
 		}
-		return nil
+		return 0, nil
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.Nodes, "nodes", o.Nodes, "number of managed nodes; 1 runs the single-node path")
@@ -110,9 +114,4 @@ func faultHelp() string {
 		fmt.Fprintf(&b, "  %-16s %s\n", n, demo.Faults[n])
 	}
 	return b.String()
-}
-
-func isTerminal(w any) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
 }
