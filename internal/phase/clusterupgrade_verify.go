@@ -25,11 +25,21 @@ const (
 	checkAddons           = "Addons"
 )
 
+// The cluster upgrade's checks read from the API server.
+//
+// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=configmaps,verbs=get
+// +kubebuilder:rbac:groups=harvesterhci.io,namespace=cattle-monitoring-system,resources=addons,verbs=get
+// +kubebuilder:rbac:groups=management.cattle.io,namespace=fleet-local,resources=managedcharts,verbs=list
+
 // clusterUpgradeChecks verifies what the cluster upgrade changes: Harvester
 // runs the release (its server-version), Fleet deployed the Harvester charts
 // at the release's chart version, Rancher runs the release's version, every
 // ManagedChart is deployed and the ones the upgrade paused are resumed, and
 // the monitoring add-on moved to the release's chart.
+//
+// A check that fails fails the plan at once, so what it reads comes from the
+// API server: a cache that has not caught up yet (a watch broken a moment
+// ago) would show the objects as the Job found them.
 func clusterUpgradeChecks(ctx context.Context, s *Scope) ([]check, error) {
 	rm := s.Plan.Status.ReleaseMetadata
 	harvester, err := harvesterVersionCheck(ctx, s)
@@ -39,7 +49,7 @@ func clusterUpgradeChecks(ctx context.Context, s *Scope) ([]check, error) {
 	checks := []check{harvester}
 
 	var charts managementv3.ManagedChartList
-	if err := s.Client.List(ctx, &charts, client.InNamespace(cluster.FleetLocalNamespace)); err != nil {
+	if err := s.APIReader.List(ctx, &charts, client.InNamespace(cluster.FleetLocalNamespace)); err != nil {
 		return nil, fmt.Errorf("listing the ManagedCharts of %s: %w", cluster.FleetLocalNamespace, err)
 	}
 	checks = append(checks, harvesterChartsCheck(charts.Items, rm.HarvesterChart))
@@ -125,9 +135,9 @@ func harvesterChartsCheck(charts []managementv3.ManagedChart, version string) ch
 // paused, from its progress record.
 func chartsPausedByUpgrade(ctx context.Context, s *Scope) ([]string, error) {
 	cm := &corev1.ConfigMap{}
-	found, err := s.get(ctx, cluster.HarvesterNamespace, names.ClusterUpgradeProgress(s.Plan.Name), cm)
-	if err != nil || !found {
-		return nil, err
+	err := s.APIReader.Get(ctx, client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.ClusterUpgradeProgress(s.Plan.Name)}, cm)
+	if err != nil {
+		return nil, client.IgnoreNotFound(err)
 	}
 	return clusterupgrade.PausedCharts(cm), nil
 }
@@ -168,11 +178,11 @@ func managedChartsCheck(charts []managementv3.ManagedChart, pausedByUpgrade []st
 func addonsCheck(ctx context.Context, s *Scope) (check, error) {
 	want := s.Plan.Status.ReleaseMetadata.MonitoringChart
 	a := &harvesterv1beta1.Addon{}
-	found, err := s.get(ctx, cluster.MonitoringNamespace, cluster.MonitoringAddon, a)
+	err := s.APIReader.Get(ctx, client.ObjectKey{Namespace: cluster.MonitoringNamespace, Name: cluster.MonitoringAddon}, a)
 	switch {
-	case err != nil:
+	case client.IgnoreNotFound(err) != nil:
 		return check{}, err
-	case !found:
+	case err != nil:
 		return passed(checkAddons, "no %s add-on to upgrade", cluster.MonitoringAddon), nil
 	case want != "" && a.Spec.Version != want:
 		return failedCheck(checkAddons, "Addon %s/%s asks for version %s, expected %s: the cluster-upgrade Job did not upgrade it",
