@@ -114,26 +114,41 @@ func Run(ctx context.Context, cfg Config) (res Result) {
 		return res
 	}
 	sched := newSchedule(cfg)
-	final, err := run.WaitFinished(ctx, plan.Name, func(p *v1beta1.UpgradePlan) { sched.observe(p, replicas, proxy) })
+	// A plan that failed waits for a retry that never comes: stop there.
+	waitCtx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	final, err := run.WaitFinished(waitCtx, plan.Name, func(p *v1beta1.UpgradePlan) {
+		if p.AwaitsRetry() {
+			stopWaiting()
+			return
+		}
+		sched.observe(p, replicas, proxy)
+	})
 	res.Took = time.Since(start)
 	if final != nil {
 		res.Phase = final.Status.CurrentPhase
+		if final.AwaitsRetry() {
+			err = nil
+		}
 	}
 	for k, v := range proxy.Counts() {
 		res.Faults[k] = v
 	}
 	kills, exits := replicas.Deaths()
 	res.Faults["kill"], res.Faults["handover"], res.Faults["exit"] = kills, sched.handovers, exits-kills
-	if err != nil {
+	switch {
+	case err != nil && final != nil:
+		res.Err = fmt.Errorf("%w (last: %s)", err, describe(final))
+	case err != nil:
 		res.Err = err
-		if final != nil {
-			res.Err = fmt.Errorf("%w (last: %s)", err, describe(final))
-		}
-		return res
+	case res.Phase != v1beta1.PhaseSucceeded:
+		res.Err = fmt.Errorf("the plan failed: %s", describe(final))
 	}
+	// The invariants are checked whatever the outcome, to say what went
+	// wrong on the way.
 	violations, err := run.Violations(context.Background(), plan.Name)
 	if err != nil {
-		res.Err = err
+		res.Err = errors.Join(res.Err, err)
 	}
 	for _, v := range violations {
 		res.Violations = append(res.Violations, v.String())
