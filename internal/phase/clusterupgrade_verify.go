@@ -179,10 +179,11 @@ func addonsCheck(ctx context.Context, s *Scope) (check, error) {
 	want := s.Plan.Status.ReleaseMetadata.MonitoringChart
 	a := &harvesterv1beta1.Addon{}
 	err := s.APIReader.Get(ctx, client.ObjectKey{Namespace: cluster.MonitoringNamespace, Name: cluster.MonitoringAddon}, a)
+	found := err == nil
 	switch {
 	case client.IgnoreNotFound(err) != nil:
 		return check{}, err
-	case err != nil:
+	case !found:
 		return passed(checkAddons, "no %s add-on to upgrade", cluster.MonitoringAddon), nil
 	case want != "" && a.Spec.Version != want:
 		return failedCheck(checkAddons, "Addon %s/%s asks for version %s, expected %s: the cluster-upgrade Job did not upgrade it",
