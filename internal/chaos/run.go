@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -183,7 +184,7 @@ func (s *schedule) observe(p *v1beta1.UpgradePlan, replicas *Replicas, proxy *Pr
 	}
 	// The handover: the leader is killed in the middle of a node, while a
 	// standby waits for the lease.
-	if !s.handover && slices.ContainsFunc(mapValues(p.Status.NodeUpgradeStatuses), func(st v1beta1.NodeUpgradeStatus) bool {
+	if !s.handover && slices.ContainsFunc(slices.Collect(maps.Values(p.Status.NodeUpgradeStatuses)), func(st v1beta1.NodeUpgradeStatus) bool {
 		return st.State == v1beta1.NodeStatePostDraining || st.State == v1beta1.NodeStatePreDrained
 	}) {
 		if l := replicas.Leader(); l >= 0 && replicas.Kill(l) {
@@ -203,14 +204,6 @@ func (s *schedule) observe(p *v1beta1.UpgradePlan, replicas *Replicas, proxy *Pr
 			s.lastKill = time.Now()
 		}
 	}
-}
-
-func mapValues[K comparable, V any](m map[K]V) []V {
-	out := make([]V, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
-	}
-	return out
 }
 
 // managerArgs are the replicas' flags: leader election with short leases

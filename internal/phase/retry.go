@@ -71,14 +71,12 @@ func PrepareRetry(ctx context.Context, s *Scope) (Result, error) {
 		}
 	}
 	if len(stale) > 0 {
-		return Wait("retrying: removing what failed (%s)", strings.Join(stale, ", ")).After(retryRecheck), nil
+		// The plan watches its Jobs and its ISO: their deletion brings the
+		// next pass.
+		return Wait("retrying: removing what failed (%s)", strings.Join(stale, ", ")), nil
 	}
 	return Done(), nil
 }
-
-// retryRecheck is how soon a retry looks again for the objects it deleted
-// to be gone.
-const retryRecheck = time.Second
 
 // Resume moves a failed plan back to the phase it failed in, and its failed
 // nodes back to the start of their failed step, recording in the failure
