@@ -1,10 +1,12 @@
 // Package apicount counts the requests a client makes to the API server, by
-// verb and resource, as seen by the client: for tests that assert a
-// controller writes nothing while nothing changes, and for benchmarks.
+// verb and resource, and the bytes of their bodies each way, as seen by the
+// client: for tests that assert a controller writes nothing while nothing
+// changes, and for benchmarks.
 package apicount
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -20,14 +22,22 @@ type Key struct {
 	Resource string
 }
 
-// Counter counts requests. The zero value is not usable; use New.
+// Bytes are the bytes of requests' bodies: Sent to the API server, Received
+// from it (a watch's events included, as they arrive).
+type Bytes struct {
+	Sent, Received int64
+}
+
+// Counter counts requests and their bytes. The zero value is not usable; use
+// New.
 type Counter struct {
 	mu     sync.Mutex
 	counts map[Key]int
+	bytes  map[Key]Bytes
 }
 
 // New returns an empty counter.
-func New() *Counter { return &Counter{counts: map[Key]int{}} }
+func New() *Counter { return &Counter{counts: map[Key]int{}, bytes: map[Key]Bytes{}} }
 
 // Wrap makes every client built from cfg count its requests here.
 func (c *Counter) Wrap(cfg *rest.Config) *rest.Config {
@@ -44,14 +54,41 @@ type roundTripper struct {
 }
 
 func (r roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	r.c.add(Classify(req))
-	return r.next.RoundTrip(req)
+	k := Classify(req)
+	r.c.add(k, max(req.ContentLength, 0))
+	resp, err := r.next.RoundTrip(req)
+	if resp != nil && resp.Body != nil {
+		resp.Body = &countingBody{ReadCloser: resp.Body, c: r.c, k: k}
+	}
+	return resp, err
 }
 
-func (c *Counter) add(k Key) {
+func (c *Counter) add(k Key, sent int64) {
 	c.mu.Lock()
 	c.counts[k]++
+	b := c.bytes[k]
+	b.Sent += sent
+	c.bytes[k] = b
 	c.mu.Unlock()
+}
+
+// countingBody counts a response's bytes as the client reads them.
+type countingBody struct {
+	io.ReadCloser
+	c *Counter
+	k Key
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.c.mu.Lock()
+		v := b.c.bytes[b.k]
+		v.Received += int64(n)
+		b.c.bytes[b.k] = v
+		b.c.mu.Unlock()
+	}
+	return n, err
 }
 
 // Classify names a request's verb the way the API server's audit log does
@@ -148,10 +185,17 @@ func (c *Counter) Snapshot() map[Key]int {
 	return maps.Clone(c.counts)
 }
 
+// BytesSnapshot returns the bytes so far, by key.
+func (c *Counter) BytesSnapshot() map[Key]Bytes {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.bytes)
+}
+
 // Reset forgets the counts so far.
 func (c *Counter) Reset() {
 	c.mu.Lock()
-	c.counts = map[Key]int{}
+	c.counts, c.bytes = map[Key]int{}, map[Key]Bytes{}
 	c.mu.Unlock()
 }
 

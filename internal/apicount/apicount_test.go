@@ -1,8 +1,10 @@
 package apicount
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -57,23 +59,39 @@ func TestDescribe(t *testing.T) {
 }
 
 func TestCounterCountsThroughTheTransport(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			_, _ = w.Write([]byte("0123456789"))
+		}
+	}))
 	defer srv.Close()
 	c := New()
 	rt := roundTripper{next: http.DefaultTransport, c: c}
 	for _, m := range []string{"GET", "PATCH", "PATCH"} {
-		req, _ := http.NewRequest(m, srv.URL+"/api/v1/nodes/n1", nil)
+		var body io.Reader
+		if m == "PATCH" {
+			body = strings.NewReader(`{"a":1}`)
+		}
+		req, _ := http.NewRequest(m, srv.URL+"/api/v1/nodes/n1", body)
 		resp, err := rt.RoundTrip(req)
 		if err != nil {
 			t.Fatal(err)
 		}
+		_, _ = io.Copy(io.Discard, resp.Body)
 		_ = resp.Body.Close()
 	}
 	if got := c.Writes(); got[Key{"patch", "nodes"}] != 2 || len(got) != 1 {
 		t.Errorf("writes %v", got)
 	}
+	bytes := c.BytesSnapshot()
+	if got, want := bytes[Key{"patch", "nodes"}], (Bytes{Sent: 14}); got != want {
+		t.Errorf("patch bytes %+v, want %+v", got, want)
+	}
+	if got, want := bytes[Key{"get", "nodes"}], (Bytes{Received: 10}); got != want {
+		t.Errorf("get bytes %+v, want %+v", got, want)
+	}
 	c.Reset()
-	if len(c.Snapshot()) != 0 {
+	if len(c.Snapshot()) != 0 || len(c.BytesSnapshot()) != 0 {
 		t.Error("Reset kept counts")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,15 +87,56 @@ type PlanProgress struct {
 	UnhealthyProbes []string
 }
 
-// ReadPlanProgress reads a machine-plan Secret whole, its data included,
+// readPlanProgress reads a machine-plan Secret whole, its data included,
 // from r (the API server: the manager's cache holds its metadata only) and
-// says how far the agent is with the plan.
-func ReadPlanProgress(ctx context.Context, r client.Reader, name string) (PlanProgress, error) {
+// says how far the agent is with the plan, and at which version.
+func readPlanProgress(ctx context.Context, r client.Reader, name string) (PlanProgress, string, error) {
 	sec := &corev1.Secret{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: FleetLocalNamespace, Name: name}, sec); err != nil {
-		return PlanProgress{}, fmt.Errorf("reading machine-plan Secret %s/%s: %w", FleetLocalNamespace, name, err)
+		return PlanProgress{}, "", fmt.Errorf("reading machine-plan Secret %s/%s: %w", FleetLocalNamespace, name, err)
 	}
-	return planProgress(sec.Data), nil
+	return planProgress(sec.Data), sec.ResourceVersion, nil
+}
+
+// PlanProgressReader reads the progress of machine plans from the API server
+// once per version of their Secret. Rancher's plans carry the node's files,
+// tens of KiB, and a node that Rancher drains is looked at on every pass:
+// reading its Secret each time was most of the bytes the manager received.
+type PlanProgressReader struct {
+	// Reader is the API server.
+	Reader client.Reader
+
+	mu   sync.Mutex
+	read map[string]versionedProgress // by Secret name
+}
+
+type versionedProgress struct {
+	version  string
+	progress PlanProgress
+}
+
+// Read says how far the agent is with the plan of the machine-plan Secret
+// whose metadata (from the cache) is sec: what the last read found when sec
+// is still at the version it read, else a new read.
+func (p *PlanProgressReader) Read(ctx context.Context, sec client.Object) (PlanProgress, error) {
+	name := sec.GetName()
+	p.mu.Lock()
+	last, ok := p.read[name]
+	p.mu.Unlock()
+	if ok && last.version == sec.GetResourceVersion() {
+		return last.progress, nil
+	}
+	progress, version, err := readPlanProgress(ctx, p.Reader, name)
+	if err != nil {
+		return PlanProgress{}, err
+	}
+	p.mu.Lock()
+	if p.read == nil {
+		p.read = map[string]versionedProgress{}
+	}
+	p.read[name] = versionedProgress{version: version, progress: progress}
+	p.mu.Unlock()
+	return progress, nil
 }
 
 func planProgress(data map[string][]byte) PlanProgress {

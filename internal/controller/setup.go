@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"maps"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -10,6 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,13 +48,14 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock) error {
 		cfg.Kubelet = preflight.ProxyKubelet{Kube: kube}
 	}
 	r := &PlanReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Kube:      kube,
-		Recorder:  mgr.GetEventRecorderFor(ControllerName + "-controller"),
-		Clock:     clk,
-		Config:    cfg,
-		Phases:    phase.Pipeline(),
+		Client:       mgr.GetClient(),
+		APIReader:    mgr.GetAPIReader(),
+		Kube:         kube,
+		Recorder:     mgr.GetEventRecorderFor(ControllerName + "-controller"),
+		Clock:        clk,
+		Config:       cfg,
+		Phases:       phase.Pipeline(),
+		PlanProgress: &cluster.PlanProgressReader{Reader: mgr.GetAPIReader()},
 	}
 	byPlanLabel := handler.EnqueueRequestsFromMapFunc(planOfLabel)
 	if err := ctrl.NewControllerManagedBy(mgr).
@@ -60,10 +63,10 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock) error {
 		For(&v1beta1.UpgradePlan{}).
 		// A plan that finishes frees the upgrade slot for the plans waiting.
 		Watches(&v1beta1.UpgradePlan{}, handler.EnqueueRequestsFromMapFunc(r.waitingPlans)).
-		Watches(&batchv1.Job{}, byPlanLabel).
+		Watches(&batchv1.Job{}, byPlanLabel, builder.WithPredicates(predicate.Funcs{UpdateFunc: jobChangeMatters})).
 		Watches(&appsv1.Deployment{}, byPlanLabel).
 		Watches(&corev1.Service{}, byPlanLabel).
-		Watches(&corev1.Pod{}, byPlanLabel).
+		Watches(&corev1.Pod{}, byPlanLabel, builder.WithPredicates(predicate.Funcs{UpdateFunc: podChangeMatters})).
 		Watches(&upgradev1.Plan{}, byPlanLabel).
 		Watches(&harvesterv1beta1.VirtualMachineImage{}, handler.EnqueueRequestsFromMapFunc(r.plansOfImage)).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.plansOfEndpointSlice)).
@@ -110,6 +113,60 @@ func nodeChangeMatters(e event.UpdateEvent) bool {
 	oi, ni := o.Status.NodeInfo, n.Status.NodeInfo
 	return cluster.NodeReady(o) != cluster.NodeReady(n) || oi.OSImage != ni.OSImage || oi.BootID != ni.BootID ||
 		oi.KubeletVersion != ni.KubeletVersion || !maps.Equal(o.Labels, n.Labels)
+}
+
+// jobChangeMatters keeps the Job updates a plan decides on: its outcome
+// (conditions, counts, start and completion), suspension, deletion and
+// labels. The Job controller's bookkeeping (pods not yet counted, pods
+// terminating, finalizers) does not: with four Jobs per node, each such
+// update would be a pass over every node.
+func jobChangeMatters(e event.UpdateEvent) bool {
+	o, okOld := e.ObjectOld.(*batchv1.Job)
+	n, okNew := e.ObjectNew.(*batchv1.Job)
+	if !okOld || !okNew {
+		return true
+	}
+	was, is := o.Status, n.Status
+	return was.Active != is.Active || !ptr.Equal(was.Ready, is.Ready) || was.Succeeded != is.Succeeded || was.Failed != is.Failed ||
+		(was.StartTime == nil) != (is.StartTime == nil) || !was.CompletionTime.Equal(is.CompletionTime) ||
+		!ptr.Equal(o.Spec.Suspend, n.Spec.Suspend) || deletionChanged(o, n) || !maps.Equal(o.Labels, n.Labels) ||
+		!slices.EqualFunc(was.Conditions, is.Conditions, func(a, b batchv1.JobCondition) bool {
+			return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason
+		})
+}
+
+// podChangeMatters keeps the pod updates a plan decides on: where it runs,
+// its phase, conditions (unschedulable, ready), how its containers ended,
+// and deletion. Finalizers (the Job controller's, the log capture's) and the
+// kubelet's other reports do not.
+func podChangeMatters(e event.UpdateEvent) bool {
+	o, okOld := e.ObjectOld.(*corev1.Pod)
+	n, okNew := e.ObjectNew.(*corev1.Pod)
+	if !okOld || !okNew {
+		return true
+	}
+	return o.Spec.NodeName != n.Spec.NodeName || o.Status.Phase != n.Status.Phase || deletionChanged(o, n) ||
+		!slices.EqualFunc(o.Status.Conditions, n.Status.Conditions, func(a, b corev1.PodCondition) bool {
+			return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
+		}) ||
+		!slices.EqualFunc(o.Status.ContainerStatuses, n.Status.ContainerStatuses, sameContainerEnd)
+}
+
+// sameContainerEnd compares what a container's status says of how it ended.
+func sameContainerEnd(a, b corev1.ContainerStatus) bool {
+	code := func(t *corev1.ContainerStateTerminated) int32 {
+		if t == nil {
+			return -1
+		}
+		return t.ExitCode
+	}
+	return a.Name == b.Name && a.RestartCount == b.RestartCount &&
+		code(a.State.Terminated) == code(b.State.Terminated) && code(a.LastTerminationState.Terminated) == code(b.LastTerminationState.Terminated)
+}
+
+// deletionChanged reports whether an object began to be deleted.
+func deletionChanged(o, n client.Object) bool {
+	return o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero()
 }
 
 // drainStateChanged keeps the machine-plan Secret updates that change

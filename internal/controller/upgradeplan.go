@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/metrics"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
@@ -47,6 +48,8 @@ type PlanReconciler struct {
 	Config    *phase.Config
 	// Phases implement pipeline.Steps, index for index.
 	Phases []phase.Phase
+	// PlanProgress reads Rancher's machine plans once per version.
+	PlanProgress *cluster.PlanProgressReader
 }
 
 // maxTransitionsPerPass bounds how many phase changes one reconcile makes, so
@@ -61,7 +64,7 @@ func (r *PlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	s := &phase.Scope{
 		Plan: plan.DeepCopy(), Client: r.Client, APIReader: r.APIReader, Kube: r.Kube,
-		Clock: r.Clock, Config: r.Config, Log: log.FromContext(ctx),
+		Clock: r.Clock, Config: r.Config, Log: log.FromContext(ctx), PlanProgress: r.PlanProgress,
 	}
 
 	if plan.AwaitsRetry() {

@@ -336,10 +336,14 @@ func (s *Scope) stateDeadline(state v1beta1.NodeUpgradeState) time.Duration {
 // +kubebuilder:rbac:groups="",namespace=fleet-local,resources=secrets,verbs=get
 
 // describeMachine says what Rancher reports of the machine behind a
-// machine-plan Secret: one read of the Secret from the API server, for the
-// node Rancher holds.
+// machine-plan Secret: one read of the Secret from the API server per
+// version of it, for the node Rancher holds.
 func describeMachine(ctx context.Context, s *Scope, sec client.Object) (string, error) {
-	progress, err := cluster.ReadPlanProgress(ctx, s.APIReader, sec.GetName())
+	reader := s.PlanProgress
+	if reader == nil {
+		reader = &cluster.PlanProgressReader{Reader: s.APIReader}
+	}
+	progress, err := reader.Read(ctx, sec)
 	if err != nil {
 		return "", err
 	}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
 )
 
 // Phase is the work of one pipeline step.
@@ -112,6 +113,9 @@ type Scope struct {
 	Config *Config
 	// Log carries the plan and phase.
 	Log logr.Logger
+	// PlanProgress reads Rancher's machine plans, kept across passes; nil
+	// reads them afresh each pass.
+	PlanProgress *cluster.PlanProgressReader
 	// Events are recorded after the status write.
 	Events []Event
 }

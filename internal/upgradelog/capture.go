@@ -93,7 +93,23 @@ type capturer struct {
 	opts   Options
 	mu     sync.Mutex
 	pods   map[types.NamespacedName]*podLog
+	// kept is what each plan's log ConfigMaps keep: counted from the cache
+	// once per plan, then kept up to date by save, so that the plan's limit
+	// costs no pass over every ConfigMap.
+	kept   map[string]*keptBytes
 	nowFor func() time.Time
+}
+
+// keptBytes is the text the log ConfigMaps of one plan keep, by ConfigMap.
+type keptBytes struct {
+	total int64
+	by    map[string]int64
+}
+
+// set records that the ConfigMap name keeps n bytes.
+func (k *keptBytes) set(name string, n int64) {
+	k.total += n - k.by[name]
+	k.by[name] = n
 }
 
 // podLog is what is kept of one pod.
@@ -131,7 +147,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
-	c := &capturer{c: mgr.GetClient(), api: mgr.GetAPIReader(), kube: kube, opts: opts, pods: map[types.NamespacedName]*podLog{}, nowFor: time.Now}
+	c := &capturer{c: mgr.GetClient(), api: mgr.GetAPIReader(), kube: kube, opts: opts, pods: map[types.NamespacedName]*podLog{}, kept: map[string]*keptBytes{}, nowFor: time.Now}
 	upgradePods := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		l := o.GetLabels()
 		return l[v1beta1.LabelUpgradePlan] != "" && l[batchv1.JobNameLabel] != "" && slices.Contains(Namespaces, o.GetNamespace())
@@ -145,7 +161,21 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	return setupStatus(mgr)
 }
 
+// conflictRetry is how soon a pass whose finalizer patch lost a race with
+// another writer of the pod (the scheduler, the kubelet, the Job controller
+// write pods often while they start) runs again.
+const conflictRetry = 100 * time.Millisecond
+
 func (c *capturer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	res, err := c.reconcile(ctx, req)
+	if apierrors.IsConflict(err) {
+		// Expected, not an error: the next pass reads the pod again.
+		return reconcile.Result{RequeueAfter: conflictRetry}, nil
+	}
+	return res, err
+}
+
+func (c *capturer) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	pod := &corev1.Pod{}
 	if err := c.c.Get(ctx, req.NamespacedName, pod); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -164,6 +194,9 @@ func (c *capturer) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if plan == nil || plan.DeletionTimestamp != nil || !plan.LogCaptureEnabled(true) {
 		// Nothing to keep the log for (the plan goes, or opted out): let
 		// the pod go.
+		c.mu.Lock()
+		delete(c.kept, planName)
+		c.mu.Unlock()
 		return reconcile.Result{}, c.release(ctx, pod)
 	}
 	pl, err := c.load(ctx, plan.Name, pod)
@@ -323,21 +356,49 @@ func (c *capturer) read(ctx context.Context, plan string, pod *corev1.Pod, pl *p
 // limit is how much the container's log may keep: the per-container limit,
 // less what the plan's other logs already keep beyond the plan's limit.
 func (c *capturer) limit(ctx context.Context, plan string, pod *corev1.Pod, l *containerLog) (int, error) {
-	cms := &corev1.ConfigMapList{}
-	if err := c.c.List(ctx, cms, client.InNamespace(cluster.HarvesterNamespace), client.MatchingLabels{v1beta1.LabelUpgradeLog: plan}); err != nil {
+	kept, err := c.keptOf(ctx, plan)
+	if err != nil {
 		return 0, err
 	}
-	var others int64
-	mine := ConfigMap(plan, pod.Name)
-	for _, cm := range cms.Items {
-		if cm.Name == mine {
-			continue
-		}
-		for _, s := range states(&cm) {
-			others += s.Bytes
-		}
-	}
+	c.mu.Lock()
+	others := kept.total - kept.by[ConfigMap(plan, pod.Name)]
+	c.mu.Unlock()
 	return c.opts.Limits.forContainer(others, l.size()), nil
+}
+
+// keptOf returns the tally of what the plan's log ConfigMaps keep, counted
+// from the cache the first time.
+func (c *capturer) keptOf(ctx context.Context, plan string) (*keptBytes, error) {
+	c.mu.Lock()
+	k := c.kept[plan]
+	c.mu.Unlock()
+	if k != nil {
+		return k, nil
+	}
+	cms := &corev1.ConfigMapList{}
+	// Read only: the cache's own objects, not copies.
+	if err := c.c.List(ctx, cms, client.InNamespace(cluster.HarvesterNamespace), client.MatchingLabels{v1beta1.LabelUpgradeLog: plan}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	k = &keptBytes{by: map[string]int64{}}
+	for i := range cms.Items {
+		k.set(cms.Items[i].Name, keptIn(states(&cms.Items[i])))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.kept[plan] == nil {
+		c.kept[plan] = k
+	}
+	return c.kept[plan], nil
+}
+
+// keptIn is the text a log ConfigMap's containers keep.
+func keptIn(st map[string]containerState) int64 {
+	var n int64
+	for _, s := range st {
+		n += s.Bytes
+	}
+	return n
 }
 
 // readContainer reads the container's log from the API server (the
@@ -472,6 +533,11 @@ func (c *capturer) save(ctx context.Context, ul *v1beta1.UpgradeLog, plan string
 		return fmt.Errorf("saving the log of %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	pl.saved = true
+	c.mu.Lock()
+	if k := c.kept[plan]; k != nil {
+		k.set(cm.Name, keptIn(st))
+	}
+	c.mu.Unlock()
 	return nil
 }
 

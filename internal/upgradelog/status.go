@@ -50,7 +50,7 @@ func ensureUpgradeLog(ctx context.Context, c client.Client, plan *v1beta1.Upgrad
 }
 
 // statusWriter keeps each UpgradeLog's status the list of its ConfigMaps'
-// logs. It writes a status at most every statusInterval, so that a running
+// logs. It writes a status at most every writeInterval, so that a running
 // container's log saved every few seconds does not rewrite the UpgradeLog
 // as often: the ConfigMaps hold the live figures.
 type statusWriter struct {
@@ -62,6 +62,19 @@ type statusWriter struct {
 // statusInterval is the least time between two writes of an UpgradeLog's
 // status.
 const statusInterval = 5 * time.Second
+
+// perLogInterval stretches the time between two writes of a long list: each
+// write sends the whole list, and a cluster of 500 nodes has some 2,000
+// logs, so at a fixed interval the bytes written per node would grow with
+// the cluster. Stretched, they stay flat: the list is written about as many
+// times per upgrade whatever its length.
+const perLogInterval = 20 * time.Millisecond
+
+// writeInterval is the least time between two writes of a status that lists
+// logs logs.
+func writeInterval(logs int) time.Duration {
+	return max(statusInterval, time.Duration(logs)*perLogInterval)
+}
 
 func setupStatus(mgr ctrl.Manager) error {
 	toLog := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -81,8 +94,17 @@ func (w *statusWriter) Reconcile(ctx context.Context, req reconcile.Request) (re
 	if err := w.c.Get(ctx, req.NamespacedName, ul); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	// Within the interval, not even the summary is made: each save of a
+	// log brings a pass, and the summary reads every ConfigMap.
+	w.mu.Lock()
+	wait := writeInterval(len(ul.Status.Logs)) - time.Since(w.written[ul.Name])
+	w.mu.Unlock()
+	if wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
 	cms := &corev1.ConfigMapList{}
-	if err := w.c.List(ctx, cms, client.InNamespace(cluster.HarvesterNamespace), client.MatchingLabels{v1beta1.LabelUpgradeLog: ul.Spec.UpgradePlan}); err != nil {
+	// Read only: the cache's own objects, not copies.
+	if err := w.c.List(ctx, cms, client.InNamespace(cluster.HarvesterNamespace), client.MatchingLabels{v1beta1.LabelUpgradeLog: ul.Spec.UpgradePlan}, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, err
 	}
 	st := Summarize(cms.Items)
@@ -102,12 +124,6 @@ func (w *statusWriter) Reconcile(ctx context.Context, req reconcile.Request) (re
 	meta.SetStatusCondition(&st.Conditions, cond)
 	if reflect.DeepEqual(st, ul.Status) {
 		return reconcile.Result{}, nil
-	}
-	w.mu.Lock()
-	wait := statusInterval - time.Since(w.written[ul.Name])
-	w.mu.Unlock()
-	if wait > 0 {
-		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	ul.Status = st
 	if err := w.c.Status().Update(ctx, ul); err != nil {

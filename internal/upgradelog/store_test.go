@@ -185,3 +185,18 @@ func TestPlanLimit(t *testing.T) {
 		t.Errorf("with 200 bytes of the plan left, kept %d bytes:\n%s", l.size(), text)
 	}
 }
+
+// TestKeptBytesTally: the plan's tally follows each ConfigMap's latest save.
+func TestKeptBytesTally(t *testing.T) {
+	k := &keptBytes{by: map[string]int64{}}
+	k.set("a", 100)
+	k.set("b", 50)
+	k.set("a", 30) // a save that truncated or restarted the log
+	if k.total != 80 || k.total-k.by["a"] != 50 || k.total-k.by["c"] != 80 {
+		t.Errorf("total %d, by %v: want 80, with 50 beside a's and 80 beside a new one's", k.total, k.by)
+	}
+	st := map[string]containerState{"main": {Bytes: 7}, "init": {Bytes: 5}}
+	if got := keptIn(st); got != 12 {
+		t.Errorf("keptIn = %d, want 12", got)
+	}
+}

@@ -8,8 +8,10 @@ package bench
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -74,8 +76,26 @@ func TestMain(m *testing.M) {
 // network namespace.
 const binaryEnv = "UPGRADE_TOOLKIT_BENCH_MANAGER"
 
+// sizes are the cluster sizes upgraded: BENCH_NODES (e.g. "1000" or
+// "10,500") replaces the default.
+func sizes(b *testing.B) []int {
+	list := os.Getenv("BENCH_NODES")
+	if list == "" {
+		return []int{3, 10, 50, 200, 500}
+	}
+	var out []int
+	for f := range strings.SplitSeq(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			b.Fatalf("BENCH_NODES=%q: want node counts separated by commas, e.g. 10,500", list)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
 func BenchmarkUpgrade(b *testing.B) {
-	for _, nodes := range []int{3, 10, 50, 200} {
+	for _, nodes := range sizes(b) {
 		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
 			for range b.N {
 				r := upgrade(b, nodes)
@@ -85,6 +105,10 @@ func BenchmarkUpgrade(b *testing.B) {
 				b.ReportMetric(float64(r.writes)/float64(nodes), "writes/node")
 				b.ReportMetric(float64(r.quietWrites), "quiet-writes")
 				b.ReportMetric(float64(r.reconciles["upgradeplan"]), "plan-reconciles")
+				b.ReportMetric(float64(r.reconciles["upgradeplan"])/float64(nodes), "plan-reconciles/node")
+				b.ReportMetric(float64(r.total())/float64(nodes), "requests/node")
+				b.ReportMetric(float64(r.sent)/1024/float64(nodes), "sent-KiB/node")
+				b.ReportMetric(float64(r.received)/1024/float64(nodes), "received-KiB/node")
 				b.ReportMetric(r.reconcileTime.Seconds()*1000/float64(nodes), "reconcile-ms/node")
 				b.ReportMetric(r.cpu.Seconds()*1000/float64(nodes), "cpu-ms/node")
 				b.ReportMetric(float64(r.rssPeak)/(1<<20), "rss-MiB")
@@ -109,17 +133,29 @@ type result struct {
 	// cpu is the manager process's CPU time: its own overhead.
 	cpu      time.Duration
 	requests map[string]int // "verb resource"
+	bytes    map[string]apicount.Bytes
+	// sent and received are the bytes of the manager's API requests' bodies.
+	sent, received int64
 	// quiet are the writes made after the plan finished.
 	quiet    map[string]int
 	rssPeak  uint64
 	heapPeak uint64
 }
 
+// total is the number of API requests.
+func (r *result) total() int {
+	n := 0
+	for _, v := range r.requests {
+		n += v
+	}
+	return n
+}
+
 func (r *result) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d nodes: Succeeded in %s, %s in reconciles, %s of manager CPU, %d API writes (%d after the end %v), manager RSS peak %.1f MiB, heap peak %.1f MiB\n",
-		r.nodes, r.wall.Round(time.Millisecond), r.reconcileTime.Round(time.Millisecond), r.cpu.Round(time.Millisecond), r.writes, r.quietWrites, r.quiet,
-		float64(r.rssPeak)/(1<<20), float64(r.heapPeak)/(1<<20))
+	fmt.Fprintf(&b, "%d nodes: Succeeded in %s, %s in reconciles, %s of manager CPU, %d API requests (%d writes, %d after the end %v), %.1f MiB sent, %.1f MiB received, manager RSS peak %.1f MiB, heap peak %.1f MiB\n",
+		r.nodes, r.wall.Round(time.Millisecond), r.reconcileTime.Round(time.Millisecond), r.cpu.Round(time.Millisecond), r.total(), r.writes, r.quietWrites, r.quiet,
+		float64(r.sent)/(1<<20), float64(r.received)/(1<<20), float64(r.rssPeak)/(1<<20), float64(r.heapPeak)/(1<<20))
 	var ctrls []string
 	for c := range r.reconciles {
 		ctrls = append(ctrls, c)
@@ -134,7 +170,7 @@ func (r *result) String() string {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(&b, "  requests   %-48s %d\n", k, r.requests[k])
+		fmt.Fprintf(&b, "  requests   %-48s %6d  sent %8.1f KiB  received %9.1f KiB\n", k, r.requests[k], float64(r.bytes[k].Sent)/1024, float64(r.bytes[k].Received)/1024)
 	}
 	return b.String()
 }
@@ -156,7 +192,7 @@ func upgrade(b *testing.B, nodes int) *result {
 	}
 	defer func() { _ = s.Stop() }()
 
-	mgr := startManager(b, env, s)
+	mgr := startManager(b, env, s, nodes)
 	defer mgr.stop()
 
 	run := &simrun.Run{Env: env, Sim: s, Client: env.Client}
@@ -176,8 +212,12 @@ func upgrade(b *testing.B, nodes int) *result {
 	before := mgr.scrape(b)
 	time.Sleep(2 * time.Second)
 	after := mgr.scrape(b)
-	r := &result{nodes: nodes, wall: wall, reconciles: after.reconciles, requests: after.requests, reconcileTime: after.reconcileTime, cpu: before.cpu,
+	r := &result{nodes: nodes, wall: wall, reconciles: after.reconciles, requests: after.requests, bytes: before.bytes, reconcileTime: after.reconcileTime, cpu: before.cpu,
 		writes: after.writes(), quietWrites: after.writes() - before.writes(), quiet: map[string]int{}}
+	for _, v := range before.bytes {
+		r.sent += v.Sent
+		r.received += v.Received
+	}
 	for k, n := range after.requests {
 		if d := n - before.requests[k]; d > 0 && isWrite(k) {
 			r.quiet[k] = d
@@ -191,12 +231,16 @@ func upgrade(b *testing.B, nodes int) *result {
 type manager struct {
 	cmd     *exec.Cmd
 	metrics string
+	// pprof is where the manager serves its profiles, if profilesEnv asks
+	// for them.
+	pprof string
+	nodes int
 	mu      sync.Mutex
 	heap    uint64
 	done    chan struct{}
 }
 
-func startManager(b *testing.B, env *testenv.Env, s *sim.Sim) *manager {
+func startManager(b *testing.B, env *testenv.Env, s *sim.Sim, nodes int) *manager {
 	b.Helper()
 	kubeconfig := filepath.Join(b.TempDir(), "kubeconfig")
 	cfg := env.Config
@@ -209,7 +253,7 @@ func startManager(b *testing.B, env *testenv.Env, s *sim.Sim) *manager {
 		b.Fatal(err)
 	}
 	port := freePort(b)
-	m := &manager{metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port), done: make(chan struct{})}
+	m := &manager{metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port), nodes: nodes, done: make(chan struct{})}
 	args := []string{"manager", "--kubeconfig", kubeconfig,
 		// Plain HTTP on loopback: the benchmark scrapes without credentials.
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", port), "--metrics-secure=false", "--health-probe-bind-address", "0",
@@ -217,9 +261,9 @@ func startManager(b *testing.B, env *testenv.Env, s *sim.Sim) *manager {
 		// The embedded API server's certificate is valid for a week.
 		"--min-certs-expiration-days", "1",
 		"--zap-log-level", "error"}
-	// BENCH_PPROF=host:port serves the manager's profiles during the run.
-	if addr := os.Getenv("BENCH_PPROF"); addr != "" {
-		args = append(args, "--pprof-bind-address", addr)
+	if os.Getenv(profilesEnv) != "" {
+		m.pprof = fmt.Sprintf("127.0.0.1:%d", freePort(b))
+		args = append(args, "--pprof-bind-address", m.pprof)
 	}
 	m.cmd = exec.Command(binary, args...)
 	m.cmd.Env = append(os.Environ(), "ENABLE_WEBHOOKS=false")
@@ -228,7 +272,47 @@ func startManager(b *testing.B, env *testenv.Env, s *sim.Sim) *manager {
 		b.Fatal(err)
 	}
 	go m.sample()
+	if m.pprof != "" {
+		go m.profile(filepath.Join(os.Getenv(profilesEnv), fmt.Sprintf("nodes-%d", m.nodes)))
+	}
 	return m
+}
+
+// profilesEnv names a directory that receives the manager's CPU profiles
+// (cpu-N.pprof, 10 s each, for the whole run; `go tool pprof` merges them)
+// and its heap profile at the end, one subdirectory per size.
+const profilesEnv = "BENCH_PROFILES"
+
+// profile saves the manager's CPU profile, 10 s at a time, until it stops.
+func (m *manager) profile(dir string) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "profiles:", err)
+		return
+	}
+	for i := 0; ; i++ {
+		select {
+		case <-m.done:
+			return
+		default:
+		}
+		_ = m.save(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=10", m.pprof), filepath.Join(dir, fmt.Sprintf("cpu-%03d.pprof", i)))
+	}
+}
+
+// save writes what url answers to file.
+func (m *manager) save(url, file string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		time.Sleep(time.Second) // not listening yet
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	out, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, resp.Body)
+	return errors.Join(err, out.Close())
 }
 
 // sample records the heap peak from the manager's metrics, once a second:
@@ -277,6 +361,10 @@ func (m *manager) peaks() (rss, heap uint64) {
 }
 
 func (m *manager) stop() {
+	if m.pprof != "" {
+		dir := filepath.Join(os.Getenv(profilesEnv), fmt.Sprintf("nodes-%d", m.nodes))
+		_ = m.save(fmt.Sprintf("http://%s/debug/pprof/heap", m.pprof), filepath.Join(dir, "heap.pprof"))
+	}
 	close(m.done)
 	_ = m.cmd.Process.Kill()
 	_ = m.cmd.Wait()
@@ -288,6 +376,7 @@ type counts struct {
 	reconcileTime time.Duration
 	cpu           time.Duration
 	requests      map[string]int
+	bytes         map[string]apicount.Bytes
 }
 
 func isWrite(key string) bool { return apicount.IsWrite(strings.Fields(key)[0]) }
@@ -308,7 +397,7 @@ func (m *manager) scrape(b *testing.B) counts {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := counts{reconciles: map[string]int{}, requests: map[string]int{}}
+	c := counts{reconciles: map[string]int{}, requests: map[string]int{}, bytes: map[string]apicount.Bytes{}}
 	for _, mt := range fams["controller_runtime_reconcile_total"].GetMetric() {
 		c.reconciles[label(mt, "controller")] += int(mt.GetCounter().GetValue())
 	}
@@ -320,6 +409,16 @@ func (m *manager) scrape(b *testing.B) counts {
 	}
 	for _, mt := range fams["upgrade_toolkit_api_requests_total"].GetMetric() {
 		c.requests[label(mt, "verb")+" "+label(mt, "resource")] += int(mt.GetCounter().GetValue())
+	}
+	for _, mt := range fams["upgrade_toolkit_api_bytes_total"].GetMetric() {
+		k, v := label(mt, "verb")+" "+label(mt, "resource"), int64(mt.GetCounter().GetValue())
+		b := c.bytes[k]
+		if label(mt, "direction") == "sent" {
+			b.Sent += v
+		} else {
+			b.Received += v
+		}
+		c.bytes[k] = b
 	}
 	return c
 }

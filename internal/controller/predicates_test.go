@@ -1,0 +1,82 @@
+package controller
+
+import (
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+)
+
+func update(o, n client.Object) event.UpdateEvent {
+	return event.UpdateEvent{ObjectOld: o, ObjectNew: n}
+}
+
+// TestJobChangeMatters: the plan wakes for a Job's outcome, not for the Job
+// controller's bookkeeping.
+func TestJobChangeMatters(t *testing.T) {
+	base := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Labels: map[string]string{"a": "b"}},
+		Status: batchv1.JobStatus{Active: 1, Ready: ptr.To[int32](0), StartTime: &metav1.Time{}}}
+	for name, tc := range map[string]struct {
+		change func(*batchv1.Job)
+		want   bool
+	}{
+		"resource version only": {func(j *batchv1.Job) { j.ResourceVersion = "2" }, false},
+		"a finalizer":           {func(j *batchv1.Job) { j.Finalizers = []string{"x"} }, false},
+		"pods not yet counted": {func(j *batchv1.Job) {
+			j.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Succeeded: []types.UID{"u"}}
+		}, false},
+		"terminating":  {func(j *batchv1.Job) { j.Status.Terminating = ptr.To[int32](1) }, false},
+		"ready":        {func(j *batchv1.Job) { j.Status.Ready = ptr.To[int32](1) }, true},
+		"succeeded":    {func(j *batchv1.Job) { j.Status.Succeeded = 1 }, true},
+		"failed":       {func(j *batchv1.Job) { j.Status.Failed = 1 }, true},
+		"completed at": {func(j *batchv1.Job) { j.Status.CompletionTime = &metav1.Time{} }, true},
+		"a condition": {func(j *batchv1.Job) {
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+		}, true},
+		"resumed":       {func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(false) }, true},
+		"being deleted": {func(j *batchv1.Job) { j.DeletionTimestamp = ptr.To(metav1.Now()) }, true},
+		"a label":       {func(j *batchv1.Job) { j.Labels = map[string]string{"a": "c"} }, true},
+	} {
+		n := base.DeepCopy()
+		tc.change(n)
+		if got := jobChangeMatters(update(base, n)); got != tc.want {
+			t.Errorf("%s: matters %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+// TestPodChangeMatters: the plan wakes for where a pod runs and how it
+// ends, not for its finalizers or the kubelet's other reports.
+func TestPodChangeMatters(t *testing.T) {
+	base := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{Name: "c"}}}}
+	for name, tc := range map[string]struct {
+		change func(*corev1.Pod)
+		want   bool
+	}{
+		"a finalizer removed": {func(p *corev1.Pod) { p.Finalizers = nil; p.ResourceVersion = "3" }, false},
+		"an IP":               {func(p *corev1.Pod) { p.Status.PodIP = "10.0.0.1" }, false},
+		"a container started": {func(p *corev1.Pod) { p.Status.ContainerStatuses[0].Started = ptr.To(true) }, false},
+		"scheduled":           {func(p *corev1.Pod) { p.Spec.NodeName = "n1" }, true},
+		"running":             {func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }, true},
+		"unschedulable": {func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+		}, true},
+		"a container exited": {func(p *corev1.Pod) {
+			p.Status.ContainerStatuses[0].State.Terminated = &corev1.ContainerStateTerminated{ExitCode: 3}
+		}, true},
+		"restarted":     {func(p *corev1.Pod) { p.Status.ContainerStatuses[0].RestartCount = 1 }, true},
+		"being deleted": {func(p *corev1.Pod) { p.DeletionTimestamp = ptr.To(metav1.Now()) }, true},
+	} {
+		n := base.DeepCopy()
+		tc.change(n)
+		if got := podChangeMatters(update(base, n)); got != tc.want {
+			t.Errorf("%s: matters %v, want %v", name, got, tc.want)
+		}
+	}
+}
