@@ -79,7 +79,7 @@ func Run(ctx context.Context, cfg Config) (res Result) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	run, err := simrun.StartWorld(ctx, sim.Config{Nodes: cfg.Nodes, RealJobs: true})
+	run, err := simrun.StartWorld(ctx, sim.Config{Nodes: cfg.Nodes})
 	if err != nil {
 		res.Err = fmt.Errorf("starting the simulated cluster: %w", err)
 		return res

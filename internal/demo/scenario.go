@@ -77,8 +77,7 @@ func FaultNames() []string {
 
 // simConfig builds the simulated cluster for the options.
 func (o Options) simConfig() (sim.Config, error) {
-	// The node jobs and restore-vm run the toolkit's own code in-process.
-	cfg := sim.Config{Nodes: o.Nodes, Witness: o.Witness, RealJobs: true}
+	cfg := sim.Config{Nodes: o.Nodes, Witness: o.Witness}
 	if !o.Fast {
 		cfg.Timing = sim.DemoTiming()
 	}

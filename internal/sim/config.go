@@ -60,15 +60,11 @@ type Config struct {
 	Timing Timing
 	// Faults are injected from the start; SetFaults changes them later.
 	Faults FaultSet
-	// RealJobs runs the toolkit's own code for the node jobs, restore-vm and
-	// the cluster upgrade in-process instead of their simulated work (see
-	// realJobWorks).
-	RealJobs bool
 	// ClusterUpgradeTimeouts replaces the real cluster-upgrade Job's bounds
 	// (default: ClusterUpgradeTimeouts).
 	ClusterUpgradeTimeouts *clusterupgrade.Timeouts
-	// JobWork replaces the simulated work of a job type, e.g. with the real
-	// job command run in-process.
+	// JobWork replaces the work of a job type, the toolkit's own job code,
+	// e.g. with a test's stand-in.
 	JobWork map[string]JobWork
 	// ReleaseTree is the content the repo serves, by path relative to
 	// release.RepoRoot (e.g. releasetest.New().Files()). Nil: releasetest's

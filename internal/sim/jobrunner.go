@@ -27,9 +27,9 @@ import (
 // done (the container exits 0) or an error when it failed (the container
 // exits 1 with the error as its termination message). It runs in its own
 // goroutine while the pod runs and must return when ctx ends (the pod was
-// deleted, or the simulator stops). The simulator has one per job type;
-// Config.JobWork replaces them, e.g. with the real job command run
-// in-process (JobEnv gives the environment of the pod).
+// deleted, or the simulator stops). The simulator runs the toolkit's own
+// job code for each job type (see jobWorks); Config.JobWork replaces it
+// (JobEnv gives the environment of the pod).
 type JobWork func(ctx context.Context, pod *corev1.Pod) error
 
 // podRunner plays the main process of the Jobs' pods. The real Job
@@ -50,12 +50,7 @@ type podRunner struct {
 }
 
 func (s *Sim) setupJobRunner(mgr ctrl.Manager) error {
-	r := &podRunner{s: s, works: s.defaultJobWorks(), runs: map[types.UID]context.CancelFunc{}, byKey: map[types.NamespacedName]types.UID{}}
-	if s.cfg.RealJobs {
-		for t, w := range s.realJobWorks() {
-			r.works[t] = w
-		}
-	}
+	r := &podRunner{s: s, works: s.jobWorks(), runs: map[types.UID]context.CancelFunc{}, byKey: map[types.NamespacedName]types.UID{}}
 	for t, w := range s.cfg.JobWork {
 		r.works[t] = w
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
+	"github.com/harvester/upgrade-toolkit/internal/release"
 	"github.com/harvester/upgrade-toolkit/internal/testenv"
 )
 
@@ -65,12 +66,13 @@ func jobPod(t *testing.T, job *batchv1.Job) *corev1.Pod {
 
 // TestJobsRunThroughTheRealParts: the real Job controller creates the pod,
 // the real scheduler places it, kwok runs it, the simulator runs the job's
-// work and ends the container, and the real Job controller completes the
+// work (the toolkit's own cluster upgrade) and ends the container, and the real Job controller completes the
 // Job from the pod's exit code.
 func TestJobsRunThroughTheRealParts(t *testing.T) {
 	cfg := Config{Nodes: 1, Timing: Timing{Jobs: map[string]time.Duration{JobClusterUpgrade: 200 * time.Millisecond}}}
 	start(t, cfg)
 	createPlan(t, "up1", cfg)
+	repoObjects(t, "up1")
 	job := clusterUpgradeJob(t, "up1")
 
 	done := waitJob(t, job, batchv1.JobComplete)
@@ -137,14 +139,33 @@ func TestJobWorkCanBeReplaced(t *testing.T) {
 	}
 }
 
-// TestNodeUpgradeJobs drives one node through pre-drain, post-drain and
-// restore-vm as the toolkit would, and checks KubeVirt's evacuation, the
-// reboot and Longhorn's reaction to it.
+// rke2Upgraded plays Rancher upgrading RKE2 on the node between the drain
+// hooks: the node's kubelet runs the plan's Kubernetes version, which
+// post-drain waits for.
+func rke2Upgraded(t *testing.T, s *Sim, plan *v1beta1.UpgradePlan, node string) {
+	t.Helper()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	if err := s.mutate(context.Background(), n, true, func() bool {
+		n.Status.NodeInfo.KubeletVersion = release.KubeletVersionOf(plan.Status.ReleaseMetadata.Kubernetes)
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNodeUpgradeJobs drives one node through the toolkit's own image
+// preload, pre-drain, post-drain, restore-vm and image cleanup as the
+// toolkit would, and checks the real detector's record of the VM that
+// cannot migrate, KubeVirt's evacuation, the reboot and Longhorn's reaction
+// to it, and the real restore-vm bringing the VM back with its own run
+// strategy.
 func TestNodeUpgradeJobs(t *testing.T) {
 	cfg := Config{Nodes: 3, Timing: Timing{Reboot: 300 * time.Millisecond, ReplicaRebuild: 200 * time.Millisecond}}
 	s := start(t, cfg)
 	ctx := context.Background()
 	plan := createPlan(t, "up1", cfg)
+	repoObjects(t, plan.Name)
+	waitJob(t, nodeJob(t, plan.Name, JobImagePreload, "node-1", false), batchv1.JobComplete)
 	// node-1 runs vm-node-1-1, vm-node-1-2 (migratable) and pinned-node-1-1 (nodeSelector).
 	pre := waitJob(t, nodeJob(t, plan.Name, JobPreDrain, "node-1", false), batchv1.JobComplete)
 
@@ -154,9 +175,11 @@ func TestNodeUpgradeJobs(t *testing.T) {
 		t.Errorf("restore-vm ConfigMap %v owners %v", cm.Data, cm.OwnerReferences)
 	}
 	vm := &kubevirtv1.VirtualMachine{}
-	get(t, client.ObjectKey{Namespace: "default", Name: "pinned-node-1-1"}, vm)
-	if ptr.Deref(vm.Spec.RunStrategy, "") != runStrategyHalted || vm.Status.PrintableStatus != "Stopped" {
-		t.Errorf("pinned VM: runStrategy %v status %+v", vm.Spec.RunStrategy, vm.Status)
+	pinned := client.ObjectKey{Namespace: "default", Name: "pinned-node-1-1"}
+	get(t, pinned, vm)
+	if ptr.Deref(vm.Spec.RunStrategy, "") != runStrategyHalted || vm.Status.PrintableStatus != "Stopped" ||
+		vm.Annotations[v1beta1.AnnotationRestoreRunStrategy] != runStrategyAlways {
+		t.Errorf("pinned VM: runStrategy %v status %+v annotations %v", vm.Spec.RunStrategy, vm.Status, vm.Annotations)
 	}
 	var vmis kubevirtv1.VirtualMachineInstanceList
 	if err := env.Client.List(ctx, &vmis, client.MatchingLabels{cluster.LabelVMINodeName: "node-1"}); err != nil || len(vmis.Items) != 0 {
@@ -187,8 +210,9 @@ func TestNodeUpgradeJobs(t *testing.T) {
 		t.Errorf("pre-drain times %v %v", pre.Status.StartTime, pre.Status.CompletionTime)
 	}
 
-	// post-drain: the taint goes, the Job completes, then the node reboots
-	// into the new OS and its volumes degrade and heal.
+	// post-drain: once RKE2 runs the new version, the taint goes, the Job
+	// completes, then the node reboots into the new OS and its volumes
+	// degrade and heal.
 	var sawDown bool
 	var sawDegraded atomic.Bool
 	inf, err := s.Informers().GetInformer(ctx, &longhornv1beta2.Volume{})
@@ -202,6 +226,7 @@ func TestNodeUpgradeJobs(t *testing.T) {
 	})); err != nil {
 		t.Fatal(err)
 	}
+	rke2Upgraded(t, s, plan, "node-1")
 	post := nodeJob(t, plan.Name, JobPostDrain, "node-1", false)
 	eventually(t, 20*time.Second, "node-1 to reboot into the new OS", func() (bool, string) {
 		get(t, client.ObjectKey{Name: "node-1"}, n)
@@ -233,21 +258,30 @@ func TestNodeUpgradeJobs(t *testing.T) {
 		t.Error("no volume degraded while node-1 rebooted")
 	}
 
-	// restore-vm starts the recorded VM again.
+	// restore-vm starts the recorded VM again, with its own run strategy.
 	waitJob(t, nodeJob(t, plan.Name, JobRestoreVM, "node-1", false), batchv1.JobComplete)
+	get(t, pinned, vm)
+	if ptr.Deref(vm.Spec.RunStrategy, "") != runStrategyAlways || vm.Annotations[v1beta1.AnnotationRestoreRunStrategy] != "" {
+		t.Errorf("restored VM: runStrategy %v, annotations %v", vm.Spec.RunStrategy, vm.Annotations)
+	}
 	eventually(t, 10*time.Second, "the pinned VM to run again on node-1", func() (bool, string) {
 		vmi := &kubevirtv1.VirtualMachineInstance{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "pinned-node-1-1"}, vmi); err != nil {
+		if err := env.Client.Get(ctx, pinned, vmi); err != nil {
 			return false, err.Error()
 		}
 		return vmi.Status.NodeName == "node-1" && vmi.Status.Phase == vmiPhaseRunning, vmi.Status.NodeName
 	})
+	waitJob(t, nodeJob(t, plan.Name, JobImageCleanup, "node-1", false), batchv1.JobComplete)
 }
 
+// TestSingleNodeUpgradeJob runs the toolkit's own single-node-upgrade: every
+// VM recorded and stopped, Rancher moved to the new Kubernetes version, the
+// node rebooted into the new OS.
 func TestSingleNodeUpgradeJob(t *testing.T) {
 	cfg := Config{Nodes: 1}
 	start(t, cfg)
 	plan := createPlan(t, "up1", cfg)
+	repoObjects(t, plan.Name)
 	job := waitJob(t, nodeJob(t, plan.Name, JobSingleNodeUpgrade, "node-1", false), batchv1.JobComplete)
 
 	cm := &corev1.ConfigMap{}
@@ -261,7 +295,7 @@ func TestSingleNodeUpgradeJob(t *testing.T) {
 		t.Errorf("cluster version %q", cl.Spec.KubernetesVersion)
 	}
 	n := &corev1.Node{}
-	eventually(t, 10*time.Second, "the node to come back upgraded", func() (bool, string) {
+	eventually(t, 20*time.Second, "the node to come back upgraded", func() (bool, string) {
 		get(t, client.ObjectKey{Name: "node-1"}, n)
 		return cluster.NodeReady(n) && n.Status.NodeInfo.OSImage == "Harvester v1.8.0", n.Status.NodeInfo.OSImage
 	})
@@ -274,6 +308,8 @@ func TestNodeThatNeverComesBack(t *testing.T) {
 	cfg := Config{Nodes: 2, Faults: FaultSet{NeverReturn: []string{"node-2"}}}
 	s := start(t, cfg)
 	plan := createPlan(t, "up1", cfg)
+	repoObjects(t, plan.Name)
+	rke2Upgraded(t, s, plan, "node-2")
 	waitJob(t, nodeJob(t, plan.Name, JobPostDrain, "node-2", false), batchv1.JobComplete)
 	n := &corev1.Node{}
 	eventually(t, 10*time.Second, "node-2 to go down", func() (bool, string) {

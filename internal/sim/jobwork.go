@@ -2,9 +2,10 @@ package sim
 
 import (
 	"context"
+	"embed"
 	"encoding/json"
 	"fmt"
-	"slices"
+	"io/fs"
 	"strings"
 	"time"
 
@@ -16,222 +17,137 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
-	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
-	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
-	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
-	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
+	"github.com/harvester/upgrade-toolkit/internal/clusterupgrade"
 	"github.com/harvester/upgrade-toolkit/internal/helper"
+	"github.com/harvester/upgrade-toolkit/internal/host"
+	"github.com/harvester/upgrade-toolkit/internal/host/hosttest"
+	"github.com/harvester/upgrade-toolkit/internal/names"
+	"github.com/harvester/upgrade-toolkit/internal/nodejob"
 	"github.com/harvester/upgrade-toolkit/internal/release"
 )
 
-// The simulated work of each job type: the effects the real job commands
-// have on the cluster, without touching a host. The VM work of
-// internal/helper (recording and stopping the VMs that cannot migrate,
-// restore-vm) is not played: the simulator runs the toolkit's own code.
-// Config.RealJobs runs the toolkit's own code for every job.
+// The work of each job type is the toolkit's own job code, run in-process:
+// the node jobs of internal/nodejob, the cluster upgrade of
+// internal/clusterupgrade and restore-vm of internal/helper, with the
+// simulator's API server and repo. Only the host is fake: a hosttest.Fake
+// records what a node job asks of the node, and the reboot it asks for is
+// scheduled on the Node, for the node agent to play once the Job completed.
 
-// pollInterval is how often simulated job work re-checks what it waits for.
+// pollInterval is how often the simulator and the jobs it runs re-check what
+// they wait for.
 const pollInterval = 20 * time.Millisecond
 
-func (s *Sim) defaultJobWorks() map[string]JobWork {
+func (s *Sim) jobWorks() map[string]JobWork {
+	node := func(jobType string) JobWork {
+		return func(ctx context.Context, pod *corev1.Pod) error { return s.runNodeJob(ctx, pod, jobType) }
+	}
 	return map[string]JobWork{
-		JobImagePreload:      func(context.Context, *corev1.Pod) error { return nil },
-		JobImageCleanup:      func(context.Context, *corev1.Pod) error { return nil },
-		JobClusterUpgrade:    s.clusterUpgradeWork,
-		JobPreDrain:          s.preDrainWork,
-		JobPostDrain:         s.postDrainWork,
-		JobSingleNodeUpgrade: s.singleNodeUpgradeWork,
+		JobImagePreload:      node(nodejob.TypePrepare),
+		JobPreDrain:          node(nodejob.TypePreDrain),
+		JobPostDrain:         node(nodejob.TypePostDrain),
+		JobSingleNodeUpgrade: node(nodejob.TypeSingleNodeUpgrade),
+		JobImageCleanup:      node(nodejob.TypeImageCleanup),
 		JobRestoreVM:         s.runRestoreVM,
+		JobClusterUpgrade:    s.runClusterUpgrade,
 	}
 }
 
-// jobPlan is the UpgradePlan a Job's pod works for (label upgrade-plan).
-func (s *Sim) jobPlan(ctx context.Context, pod *corev1.Pod) (*v1beta1.UpgradePlan, error) {
-	name := pod.Labels[v1beta1.LabelUpgradePlan]
-	if name == "" {
-		return nil, fmt.Errorf("pod %s/%s has no %s label: the job cannot tell which UpgradePlan it works for", pod.Namespace, pod.Name, v1beta1.LabelUpgradePlan)
+// image holds what the toolkit's image carries for the cluster-upgrade Job:
+// the add-on manifests (addons/) and the CRDs Helm does not upgrade (crds/).
+//
+//go:embed image
+var image embed.FS
+
+// ClusterUpgradeTimeouts are the real cluster-upgrade Job's bounds in the
+// simulator: its defaults, polled as fast as the simulator, with Rancher's
+// CAPI controllers settled after a drain step.
+func (s *Sim) ClusterUpgradeTimeouts() clusterupgrade.Timeouts {
+	t := clusterupgrade.DefaultTimeouts()
+	t.Interval = pollInterval
+	t.CAPIStable = s.cfg.Timing.DrainStep
+	if s.cfg.ClusterUpgradeTimeouts != nil {
+		t = *s.cfg.ClusterUpgradeTimeouts
 	}
+	return t
+}
+
+// runClusterUpgrade runs `upgrade-toolkit cluster-upgrade` as the Job's pod
+// would.
+func (s *Sim) runClusterUpgrade(ctx context.Context, pod *corev1.Pod) error {
+	plan := JobEnv(pod)[nodejob.EnvPlan]
+	if plan == "" {
+		return fmt.Errorf("pod %s/%s has no %s", pod.Namespace, pod.Name, nodejob.EnvPlan)
+	}
+	addons, _ := fs.Sub(image, "image/addons")
+	crds, _ := fs.Sub(image, "image/crds")
+	u := &clusterupgrade.Upgrade{
+		Client: s.direct, Plan: plan, RepoURL: s.RepoURL(cluster.HarvesterNamespace, names.Repo(plan)),
+		Rancher: RancherChart{s: s}, Addons: addons, CRDs: crds, Timeouts: s.ClusterUpgradeTimeouts(),
+	}
+	return u.Run(ctx)
+}
+
+// jobTimeouts are the real jobs' bounds, polled as fast as the simulator.
+func jobTimeouts() nodejob.Timeouts {
+	t := nodejob.DefaultTimeouts()
+	t.Interval = pollInterval
+	return t
+}
+
+// runNodeJob runs `upgrade-toolkit node <type>` as the Job's pod does, with
+// the pod's environment, on a host that records what the job asks of the
+// node and reboots the node into the plan's release when the job asks for a
+// reboot.
+func (s *Sim) runNodeJob(ctx context.Context, pod *corev1.Pod, jobType string) error {
+	j := &nodejob.Job{Client: s.direct, Timeouts: jobTimeouts()}
+	env := JobEnv(pod)
+	if err := j.FromEnv(func(k string) string { return env[k] }); err != nil {
+		return err
+	}
+	j.RepoURL = s.RepoURL(cluster.HarvesterNamespace, names.Repo(j.Plan))
+	n := &corev1.Node{}
+	if err := s.direct.Get(ctx, client.ObjectKey{Name: j.Node}, n); err != nil {
+		return fmt.Errorf("reading node %s: %w", j.Node, err)
+	}
+	j.Host = &hosttest.Fake{
+		PrettyName: n.Status.NodeInfo.OSImage,
+		OnReboot: func(ctx context.Context, _ host.JobContainer) error {
+			rm, err := s.planRelease(ctx, j.Plan)
+			if err != nil {
+				return err
+			}
+			return s.ScheduleReboot(ctx, j.Node, jobOfPod(pod), rm.OS, rm.Kubernetes)
+		},
+	}
+	return j.Run(ctx, jobType)
+}
+
+// planRelease returns the release the UpgradePlan installs, which the node
+// reboots into.
+func (s *Sim) planRelease(ctx context.Context, name string) (*v1beta1.ReleaseMetadata, error) {
 	plan := &v1beta1.UpgradePlan{}
 	if err := s.reader.Get(ctx, types.NamespacedName{Name: name}, plan); err != nil {
 		return nil, fmt.Errorf("reading UpgradePlan %s: %w", name, err)
 	}
-	return plan, nil
-}
-
-// jobRelease returns the plan a Job's pod works for and the release it
-// installs.
-func (s *Sim) jobRelease(ctx context.Context, pod *corev1.Pod) (*v1beta1.UpgradePlan, *v1beta1.ReleaseMetadata, error) {
-	plan, err := s.jobPlan(ctx, pod)
-	if err != nil {
-		return nil, nil, err
-	}
-	rm, err := releaseOf(plan)
-	return plan, rm, err
-}
-
-// releaseOf returns the plan's release metadata, which the jobs need.
-func releaseOf(plan *v1beta1.UpgradePlan) (*v1beta1.ReleaseMetadata, error) {
 	rm := plan.Status.ReleaseMetadata
-	if rm == nil || rm.Harvester == "" || rm.OS == "" || rm.Kubernetes == "" {
-		return nil, fmt.Errorf("UpgradePlan %s has no complete status.releaseMetadata (harvester, os, kubernetes): the jobs run only after MetadataPopulate", plan.Name)
+	if rm == nil || rm.OS == "" || rm.Kubernetes == "" {
+		return nil, fmt.Errorf("UpgradePlan %s has no status.releaseMetadata with os and kubernetes: the node cannot tell what it reboots into", name)
 	}
 	return rm, nil
 }
 
-// clusterUpgradeWork upgrades the cluster's components as the
-// cluster-upgrade Job does: the Harvester charts to the release's chart
-// version (Fleet deploys them and the new Harvester reports its version),
-// Rancher to the release's (the new Rancher reports it), the monitoring
-// add-on to the release's chart; then it waits until Fleet deployed the
-// charts.
-func (s *Sim) clusterUpgradeWork(ctx context.Context, pod *corev1.Pod) error {
-	_, rm, err := s.jobRelease(ctx, pod)
-	if err != nil {
-		return err
-	}
-	charts := []string{cluster.HarvesterCRDManagedChart, cluster.HarvesterManagedChart}
-	for _, name := range charts {
-		mc := &managementv3.ManagedChart{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: name}}
-		if err := s.mutate(ctx, mc, false, func() bool {
-			if mc.Spec.Version == rm.HarvesterChart && !mc.Spec.Paused {
-				return false
-			}
-			mc.Spec.Version, mc.Spec.Paused = rm.HarvesterChart, false
-			return true
-		}); err != nil {
-			return fmt.Errorf("upgrading ManagedChart %s: %w", name, err)
-		}
-	}
-	rancher := &managementv3.Setting{ObjectMeta: metav1.ObjectMeta{Name: cluster.RancherServerVersionSetting}}
-	if err := s.mutate(ctx, rancher, false, func() bool {
-		if rancher.Value == rm.Rancher {
-			return false
-		}
-		rancher.Value = rm.Rancher
-		return true
-	}); err != nil {
-		return fmt.Errorf("upgrading Rancher: %w", err)
-	}
-	addon := &harvesterv1beta1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.MonitoringNamespace, Name: cluster.MonitoringAddon}}
-	if err := s.mutate(ctx, addon, false, func() bool {
-		if addon.Spec.Version == rm.MonitoringChart {
-			return false
-		}
-		addon.Spec.Version = rm.MonitoringChart
-		return true
-	}); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("upgrading the monitoring add-on: %w", err)
-	}
-	return s.poll(ctx, func() bool {
-		for _, name := range charts {
-			mc := &managementv3.ManagedChart{}
-			if s.c.Get(ctx, client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: name}, mc) != nil {
-				return false
-			}
-			if ok, _ := cluster.ChartDeployed(mc, rm.HarvesterChart); !ok {
-				return false
-			}
-		}
-		return true
-	})
-}
+// restoreNode is the node whose VMs a restore-vm pod starts: its --node,
+// which the Job's node label repeats. The pod itself runs wherever the
+// scheduler put it, not necessarily on that node.
+func restoreNode(pod *corev1.Pod) string { return pod.Labels[v1beta1.LabelNode] }
 
-// preDrainWork is the pre-drain job: it records and stops the VMs that
-// cannot live-migrate, taints the node kubevirt.io/drain so KubeVirt
-// evacuates the rest, and waits until no instance is left on the node.
-func (s *Sim) preDrainWork(ctx context.Context, pod *corev1.Pod) error {
-	node := pod.Spec.NodeName
-	plan, err := s.jobPlan(ctx, pod)
-	if err != nil {
-		return err
-	}
-	if err := s.shutDownNonMigratable(ctx, plan, node); err != nil {
-		return err
-	}
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
-	if err := s.mutate(ctx, n, false, func() bool {
-		if hasDrainTaint(n) {
-			return false
-		}
-		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: cluster.TaintKubeVirtDrain, Value: cluster.KubeVirtDrainTaintValue, Effect: corev1.TaintEffectNoSchedule})
-		return true
-	}); err != nil {
-		return fmt.Errorf("tainting node %s: %w", node, err)
-	}
-	return s.waitNodeEmpty(ctx, node)
-}
-
-// postDrainWork is the post-drain job: it lifts the drain taint and, once
-// the Job completed, the node reboots into the new OS.
-func (s *Sim) postDrainWork(ctx context.Context, pod *corev1.Pod) error {
-	node := pod.Spec.NodeName
-	_, rm, err := s.jobRelease(ctx, pod)
-	if err != nil {
-		return err
-	}
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
-	if err := s.mutate(ctx, n, false, func() bool {
-		before := len(n.Spec.Taints)
-		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == cluster.TaintKubeVirtDrain })
-		return len(n.Spec.Taints) != before
-	}); err != nil {
-		return fmt.Errorf("removing the drain taint of node %s: %w", node, err)
-	}
-	return s.ScheduleReboot(ctx, node, jobOfPod(pod), rm.OS, rm.Kubernetes)
-}
-
-// singleNodeUpgradeWork is the single-node-upgrade job: it shuts every VM
-// down (recording them for restore), has Rancher move the cluster to the
-// target Kubernetes version without drain hooks, waits for the kubelet to run
-// it, and reboots the node into the new OS once the Job completed.
-func (s *Sim) singleNodeUpgradeWork(ctx context.Context, pod *corev1.Pod) error {
-	node := pod.Spec.NodeName
-	plan, rm, err := s.jobRelease(ctx, pod)
-	if err != nil {
-		return err
-	}
-	if err := s.shutDownNonMigratable(ctx, plan, node); err != nil {
-		return err
-	}
-	if err := s.waitNodeEmpty(ctx, node); err != nil {
-		return err
-	}
-	cl := &provisioningv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: cluster.LocalClusterName}}
-	if err := s.mutate(ctx, cl, false, func() bool {
-		if cl.Spec.KubernetesVersion == rm.Kubernetes {
-			return false
-		}
-		cl.Spec.KubernetesVersion = rm.Kubernetes
-		return true
-	}); err != nil {
-		return fmt.Errorf("setting the Kubernetes version of cluster fleet-local/local: %w", err)
-	}
-	want := release.KubeletVersionOf(rm.Kubernetes)
-	if err := s.poll(ctx, func() bool {
-		n := &corev1.Node{}
-		return s.c.Get(ctx, types.NamespacedName{Name: node}, n) == nil && n.Status.NodeInfo.KubeletVersion == want
-	}); err != nil {
-		return fmt.Errorf("waiting for node %s to run Kubernetes %s: %w", node, want, err)
-	}
-	return s.ScheduleReboot(ctx, node, jobOfPod(pod), rm.OS, rm.Kubernetes)
-}
-
-// shutDownNonMigratable runs vm-live-migrate-detector --shutdown, the
-// toolkit's own code: it records the node's non-migratable VMs in the
-// plan's restore-vm ConfigMap and stops them.
-func (s *Sim) shutDownNonMigratable(ctx context.Context, plan *v1beta1.UpgradePlan, node string) error {
-	d := &helper.Detector{Client: s.direct, Power: helper.RunStrategyPower{Client: s.direct},
-		Events: &helper.Recorder{Client: s.direct, Component: helper.ComponentDetector, Host: node}}
-	_, err := d.Shutdown(ctx, plan.Name, node)
+// runRestoreVM runs `upgrade-toolkit restore-vm --node <node> --upgrade <plan>`.
+func (s *Sim) runRestoreVM(ctx context.Context, pod *corev1.Pod) error {
+	node := restoreNode(pod)
+	r := &helper.Restorer{Client: s.direct, Power: helper.RunStrategyPower{Client: s.direct}, Interval: pollInterval,
+		Events: &helper.Recorder{Client: s.direct, Component: helper.ComponentRestoreVM, Host: node}}
+	_, err := r.Restore(ctx, pod.Labels[v1beta1.LabelUpgradePlan], node)
 	return err
-}
-
-// waitNodeEmpty waits until no VirtualMachineInstance runs on the node.
-func (s *Sim) waitNodeEmpty(ctx context.Context, node string) error {
-	return s.poll(ctx, func() bool {
-		var vmis kubevirtv1.VirtualMachineInstanceList
-		return s.c.List(ctx, &vmis, client.MatchingLabels{cluster.LabelVMINodeName: node}) == nil && len(vmis.Items) == 0
-	})
 }
 
 func (s *Sim) poll(ctx context.Context, done func() bool) error {

@@ -63,8 +63,13 @@ func sucPlan(t *testing.T, upgradePlan, component string, concurrency int64) *up
 }
 
 func TestSUCRunsOneJobPerNodeWithinConcurrency(t *testing.T) {
-	s := start(t, Config{Nodes: 3, Timing: Timing{Jobs: map[string]time.Duration{JobImagePreload: 100 * time.Millisecond}}})
+	cfg := Config{Nodes: 3, Timing: Timing{Jobs: map[string]time.Duration{JobImagePreload: 100 * time.Millisecond}}}
+	s := start(t, cfg)
 	ctx := context.Background()
+	// The Jobs run the toolkit's own image preload, which reads the plan and
+	// the repo.
+	createPlan(t, "up1", cfg)
+	repoObjects(t, "up1")
 
 	// Watch the Jobs from the simulator's informers: at most one may run at a time.
 	var mu sync.Mutex
@@ -159,7 +164,12 @@ func TestSUCRunsOneJobPerNodeWithinConcurrency(t *testing.T) {
 }
 
 func TestSUCReportsAFailedJob(t *testing.T) {
-	start(t, Config{Nodes: 2, Faults: FaultSet{FailJobs: []JobFault{{Type: JobImageCleanup, Node: "node-2"}}}})
+	cfg := Config{Nodes: 2, Faults: FaultSet{FailJobs: []JobFault{{Type: JobImageCleanup, Node: "node-2"}}}}
+	start(t, cfg)
+	// node-1 runs the toolkit's own image cleanup, which reads the plan and
+	// the repo.
+	createPlan(t, "up1", cfg)
+	repoObjects(t, "up1")
 	plan := sucPlan(t, "up1", v1beta1.ComponentImageCleanup, 2)
 	got := &upgradev1.Plan{}
 	// SUC's backoff limit of 2 and the real Job controller's backoff (10 s,

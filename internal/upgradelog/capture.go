@@ -87,12 +87,12 @@ func Key(container string) string { return container + ".log.gz" }
 
 // capturer reads and keeps the logs of the upgrade's pods.
 type capturer struct {
-	c      client.Client
-	api    client.Reader
-	kube   kubernetes.Interface
-	opts   Options
-	mu     sync.Mutex
-	pods   map[types.NamespacedName]*podLog
+	c    client.Client
+	api  client.Reader
+	kube kubernetes.Interface
+	opts Options
+	mu   sync.Mutex
+	pods map[types.NamespacedName]*podLog
 	// kept is what each plan's log ConfigMaps keep: counted from the cache
 	// once per plan, then kept up to date by save, so that the plan's limit
 	// costs no pass over every ConfigMap.

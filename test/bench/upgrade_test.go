@@ -235,9 +235,9 @@ type manager struct {
 	// for them.
 	pprof string
 	nodes int
-	mu      sync.Mutex
-	heap    uint64
-	done    chan struct{}
+	mu    sync.Mutex
+	heap  uint64
+	done  chan struct{}
 }
 
 func startManager(b *testing.B, env *testenv.Env, s *sim.Sim, nodes int) *manager {

@@ -130,8 +130,6 @@ func (sc scenario) run(t *testing.T) *v1beta1.UpgradePlan {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	// The node jobs and restore-vm run the toolkit's own code in-process.
-	sc.sim.RealJobs = true
 	run, err := simrun.Start(ctx, sc.sim)
 	if err != nil {
 		t.Fatalf("starting the simulated upgrade: %v", err)

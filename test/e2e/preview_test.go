@@ -169,7 +169,7 @@ func TestPreview(t *testing.T) {
 func TestDryRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	run, err := simrun.Start(ctx, sim.Config{Nodes: 3, NonMigratableVMs: 2, DegradedVolumes: 1, RealJobs: true})
+	run, err := simrun.Start(ctx, sim.Config{Nodes: 3, NonMigratableVMs: 2, DegradedVolumes: 1})
 	if err != nil {
 		t.Fatalf("starting the simulated cluster: %v", err)
 	}

@@ -1,0 +1,175 @@
+package phase
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/nodestate"
+	"github.com/harvester/upgrade-toolkit/internal/release"
+)
+
+// observation is what one pass saw of the nodes.
+type observation struct {
+	nodes []nodestate.Node
+	// jobs holds the plan's node Jobs by type and node.
+	jobs map[string]map[string]*batchv1.Job
+	// postDrainPending names machine-plan Secrets Rancher has not finished.
+	postDrainPending []string
+	// nextDeadline is when the first node waiting in a state with a
+	// deadline is overdue; zero when none waits.
+	nextDeadline time.Time
+}
+
+// observeNodes gathers, for each node, what the state machine decides on.
+func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode bool) (*observation, error) {
+	obs := &observation{jobs: map[string]map[string]*batchv1.Job{}}
+	var jobs batchv1.JobList
+	// Read-only lists of the cache's own objects: no copies.
+	if err := s.Client.List(ctx, &jobs, client.InNamespace(cluster.HarvesterNamespace), client.UnsafeDisableDeepCopy,
+		client.MatchingLabels{v1beta1.LabelUpgradePlan: s.Plan.Name, v1beta1.LabelUpgradeComponent: v1beta1.ComponentNodeUpgrade}); err != nil {
+		return nil, fmt.Errorf("listing node Jobs: %w", err)
+	}
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		t := j.Labels[v1beta1.LabelJobType]
+		if obs.jobs[t] == nil {
+			obs.jobs[t] = map[string]*batchv1.Job{}
+		}
+		obs.jobs[t][j.Labels[v1beta1.LabelNode]] = j
+	}
+
+	planSecrets := map[string]client.Object{}
+	if !singleNode {
+		secrets, err := cluster.MachinePlans(ctx, s.Client)
+		if err != nil {
+			return nil, err
+		}
+		nodeOf, err := cluster.NodesOfMachines(ctx, s.Client)
+		if err != nil {
+			return nil, err
+		}
+		for i := range secrets {
+			sec := &secrets[i]
+			if !cluster.IsMachinePlan(sec) {
+				continue
+			}
+			if sec.Annotations[cluster.AnnotationRancherPostDrain] != "" {
+				obs.postDrainPending = append(obs.postDrainPending, sec.Name)
+			}
+			if node := nodeOf[sec.Labels[cluster.LabelMachineName]]; node != "" {
+				planSecrets[node] = sec
+			} // else a Machine without a node has nothing for us to drain
+		}
+	}
+
+	slices.Sort(obs.postDrainPending)
+	rm := s.Plan.Status.ReleaseMetadata
+	target := nodestate.Target{OSImage: rm.OS, KubeletVersion: release.KubeletVersionOf(rm.Kubernetes)}
+	now := s.Clock.Now()
+	for i := range nodes {
+		n := &nodes[i]
+		st := s.Plan.Status.NodeUpgradeStatuses[n.Name]
+		o := nodestate.Node{
+			Name:              n.Name,
+			State:             st.State,
+			Paused:            s.Plan.IsNodePaused(n.Name),
+			PlanPaused:        s.Plan.IsPaused(),
+			PreDrain:          jobOf(obs.jobs, v1beta1.JobTypePreDrain, n.Name),
+			PostDrain:         jobOf(obs.jobs, v1beta1.JobTypePostDrain, n.Name),
+			SingleNodeUpgrade: jobOf(obs.jobs, v1beta1.JobTypeSingleNodeUpgrade, n.Name),
+			Host:              hostOf(n),
+			Before:            nodestate.Host{BootID: st.PreviousBootID, OSImage: st.PreviousOSImage},
+			Target:            target,
+		}
+		sec := planSecrets[n.Name]
+		if sec != nil {
+			o.PreDrainRequested = pending(sec, cluster.AnnotationRancherPreDrain, v1beta1.AnnotationPreHook)
+			o.PostDrainRequested = pending(sec, cluster.AnnotationRancherPostDrain, v1beta1.AnnotationPostHook)
+		}
+		if limit := s.stateDeadline(st.State); limit > 0 && st.LastTransitionTime != nil {
+			deadline := st.LastTransitionTime.Add(limit)
+			o.Overdue = !now.Before(deadline)
+			o.Waiting = fmt.Sprintf("since %s; fails at %s", timestamp(st.LastTransitionTime.Time), timestamp(deadline))
+			if obs.nextDeadline.IsZero() || deadline.Before(obs.nextDeadline) {
+				obs.nextDeadline = deadline
+			}
+		}
+		if st.State == v1beta1.NodeStatePreDrained && sec != nil {
+			report, err := describeMachine(ctx, s, sec)
+			if err != nil {
+				return nil, err
+			}
+			o.Rancher = report
+			if o.DrainBlocked, err = drainBlock(ctx, s, n.Name, sec); err != nil {
+				return nil, err
+			}
+		}
+		obs.nodes = append(obs.nodes, o)
+	}
+	// The health gate asks the API server and lists every volume: only
+	// when Rancher waits to drain a node that has not begun its upgrade.
+	if !singleNode && slices.ContainsFunc(obs.nodes, nodestate.Node.AtHealthGate) {
+		unhealthy, err := healthGate(ctx, s, nodes, obs.jobs[v1beta1.JobTypeRestoreVM])
+		if err != nil {
+			return nil, err
+		}
+		for i := range obs.nodes {
+			obs.nodes[i].Unhealthy = unhealthy
+		}
+	}
+	return obs, nil
+}
+
+// stateDeadline is how long a node may stay in a state that waits for
+// something outside the toolkit's Jobs (which have deadlines of their own).
+func (s *Scope) stateDeadline(state v1beta1.NodeUpgradeState) time.Duration {
+	switch state {
+	case v1beta1.NodeStatePreDrained:
+		return s.Config.Deadlines.Rancher
+	case v1beta1.NodeStateWaitingReboot:
+		return s.Config.Deadlines.Reboot
+	}
+	return 0
+}
+
+// hostOf is what a node reports of itself.
+func hostOf(n *corev1.Node) nodestate.Host {
+	return nodestate.Host{
+		Ready: cluster.NodeReady(n), BootID: n.Status.NodeInfo.BootID,
+		OSImage: n.Status.NodeInfo.OSImage, KubeletVersion: n.Status.NodeInfo.KubeletVersion,
+	}
+}
+
+// timestamp formats a time for messages.
+func timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// pending reports whether Rancher's hook request is set and not yet
+// acknowledged.
+func pending(sec client.Object, request, ack string) bool {
+	a := sec.GetAnnotations()
+	v := a[request]
+	return v != "" && v != a[ack]
+}
+
+// jobOf reads a node Job's status for the state machine.
+func jobOf(jobs map[string]map[string]*batchv1.Job, jobType, node string) nodestate.Job {
+	j := jobs[jobType][node]
+	if j == nil {
+		return nodestate.Job{}
+	}
+	switch state, reason, msg := JobOutcome(j); state {
+	case JobSucceeded:
+		return nodestate.Job{Status: nodestate.JobSucceeded}
+	case JobFailed:
+		return nodestate.Job{Status: nodestate.JobFailed, Reason: reason, Message: msg}
+	}
+	return nodestate.Job{Status: nodestate.JobRunning}
+}

@@ -1,0 +1,68 @@
+package phase
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/names"
+	"github.com/harvester/upgrade-toolkit/internal/nodestate"
+)
+
+// restoreJobDeadline bounds restore-vm, which waits for KubeVirt 30 minutes
+// itself.
+const restoreJobDeadline = 35 * 60
+
+// restoreVMs starts, for each node back from its reboot, a Job that restarts
+// the VMs shut down for it, and reports on each node how that goes. A slow
+// or failed restore never holds up the next node. It returns the nodes whose
+// restore still runs.
+func restoreVMs(ctx context.Context, s *Scope, nodes []corev1.Node, obs *observation) ([]string, error) {
+	if !s.Plan.RestoreVMEnabled() {
+		return nil, nil
+	}
+	cm := &corev1.ConfigMap{}
+	found, err := s.get(ctx, cluster.HarvesterNamespace, names.RestoreVMConfigMap(s.Plan.Name), cm)
+	if err != nil || !found {
+		return nil, err
+	}
+	var running []string
+	for _, n := range nodes {
+		st := s.Plan.Status.NodeUpgradeStatuses[n.Name]
+		if !nodestate.Upgraded(st.State) || strings.TrimSpace(cm.Data[n.Name]) == "" || cluster.IsWitness(&n) {
+			continue
+		}
+		j := obs.jobs[v1beta1.JobTypeRestoreVM][n.Name]
+		if j == nil {
+			job := s.newJob(JobSpec{
+				Name:            names.NodeJob(s.Plan.Name, v1beta1.JobTypeRestoreVM, n.Name),
+				Component:       v1beta1.ComponentNodeUpgrade,
+				Labels:          map[string]string{v1beta1.LabelJobType: v1beta1.JobTypeRestoreVM, v1beta1.LabelNode: n.Name},
+				Command:         []string{"upgrade-toolkit", "restore-vm", "--node", n.Name, "--upgrade", s.Plan.Name},
+				BackoffLimit:    1,
+				DeadlineSeconds: restoreJobDeadline,
+			})
+			if err := s.create(ctx, job, v1beta1.ComponentNodeUpgrade); err != nil {
+				return nil, err
+			}
+			s.setNodeState(n.Name, st.State, "", "restoring the VMs shut down for the upgrade: "+cm.Data[n.Name])
+			running = append(running, n.Name)
+			continue
+		}
+		switch state, reason, msg := JobOutcome(j); state {
+		case JobSucceeded:
+			s.setNodeState(n.Name, st.State, "", "restored the VMs shut down for the upgrade: "+cm.Data[n.Name])
+		case JobFailed:
+			if s.setNodeState(n.Name, st.State, "RestoreVMFailed", fmt.Sprintf("restoring the VMs failed (%s: %s): start them by hand: %s", reason, msg, cm.Data[n.Name])) {
+				s.Event(corev1.EventTypeWarning, v1beta1.EventRestoreVMFailed, "Restoring VMs on node %s failed: Job %s/%s %s: %s", n.Name, j.Namespace, j.Name, reason, msg)
+			}
+		default:
+			running = append(running, n.Name)
+		}
+	}
+	return running, nil
+}
