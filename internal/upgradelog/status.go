@@ -64,11 +64,12 @@ type statusWriter struct {
 const statusInterval = 5 * time.Second
 
 // perLogInterval stretches the time between two writes of a long list: each
-// write sends the whole list, and a cluster of 500 nodes has some 2,000
-// logs, so at a fixed interval the bytes written per node would grow with
-// the cluster. Stretched, they stay flat: the list is written about as many
-// times per upgrade whatever its length.
-const perLogInterval = 20 * time.Millisecond
+// write sends the whole list (about 250 bytes per log, four logs per node),
+// so at a fixed interval the bytes written per node would grow with the
+// cluster. Stretched, they stay flat: the list is written about as many
+// times per upgrade whatever its length (a 500-node upgrade's 2,000 logs
+// every 100 s).
+const perLogInterval = 50 * time.Millisecond
 
 // writeInterval is the least time between two writes of a status that lists
 // logs logs.
