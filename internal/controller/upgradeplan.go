@@ -321,10 +321,11 @@ func (r *PlanReconciler) setCondition(s *phase.Scope, t string, status metav1.Co
 
 // writeStatus writes the working copy's status if it changed, with
 // optimistic locking so a pass that decided on a stale plan cannot win, and
-// records the pass's events once the write succeeded.
+// records the pass's events once the write succeeded. The patch carries only
+// what changed (statusPatch).
 func (r *PlanReconciler) writeStatus(ctx context.Context, stored *v1beta1.UpgradePlan, s *phase.Scope, res ctrl.Result, runErr error) (ctrl.Result, error) {
 	if !equality.Semantic.DeepEqual(stored.Status, s.Plan.Status) {
-		if err := r.Client.Status().Patch(ctx, s.Plan, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := r.Client.Status().Patch(ctx, s.Plan, statusPatch{from: stored}); err != nil {
 			return requeueOnConflict(err)
 		}
 		metrics.Record(stored, s.Plan)
