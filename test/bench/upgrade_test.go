@@ -263,6 +263,7 @@ func startManager(b *testing.B, env *testenv.Env, s *sim.Sim, nodes int) *manage
 		// The embedded API server's certificate is valid for a week.
 		"--min-certs-expiration-days", "1",
 		"--zap-log-level", "error"}
+	args = append(args, strings.Fields(os.Getenv(managerArgsEnv))...)
 	if os.Getenv(profilesEnv) != "" {
 		m.pprof = fmt.Sprintf("127.0.0.1:%d", freePort(b))
 		args = append(args, "--pprof-bind-address", m.pprof)
@@ -279,6 +280,10 @@ func startManager(b *testing.B, env *testenv.Env, s *sim.Sim, nodes int) *manage
 	}
 	return m
 }
+
+// managerArgsEnv adds flags to the manager's command line, e.g.
+// "--upgrade-log=false" to measure it without the capture of the logs.
+const managerArgsEnv = "BENCH_MANAGER_ARGS"
 
 // profilesEnv names a directory that receives the manager's CPU profiles
 // (cpu-N.pprof, 10 s each, for the whole run; `go tool pprof` merges them)
