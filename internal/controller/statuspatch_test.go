@@ -73,8 +73,16 @@ func TestStatusPatch(t *testing.T) {
 			if err := json.Unmarshal(patched, &got); err != nil {
 				t.Fatal(err)
 			}
-			if !equality.Semantic.DeepEqual(got.Status, working.Status) && !(len(got.Status.NodeUpgradeStatuses) == 0 && len(working.Status.NodeUpgradeStatuses) == 0) {
-				t.Errorf("patch %s gives\n%+v\nwant\n%+v", data, got.Status, working.Status)
+			// An empty map and no map are the same status.
+			want := working.Status
+			if len(want.NodeUpgradeStatuses) == 0 {
+				want.NodeUpgradeStatuses = nil
+			}
+			if len(got.Status.NodeUpgradeStatuses) == 0 {
+				got.Status.NodeUpgradeStatuses = nil
+			}
+			if !equality.Semantic.DeepEqual(got.Status, want) {
+				t.Errorf("patch %s gives\n%+v\nwant\n%+v", data, got.Status, want)
 			}
 			for node, st := range stored.Status.NodeUpgradeStatuses {
 				if now, ok := working.Status.NodeUpgradeStatuses[node]; ok && equality.Semantic.DeepEqual(now, st) &&
