@@ -9,6 +9,7 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -48,7 +49,14 @@ func TestStatusPatch(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			working := stored.DeepCopy()
 			change(&working.Status)
-			data, err := statusPatch{from: stored}.Data(working)
+			patch, err := statusPatch(stored, working)
+			if err != nil || patch == nil {
+				t.Fatalf("statusPatch: %v, %v; want a patch for a changed status", patch, err)
+			}
+			if patch.Type() != types.MergePatchType {
+				t.Errorf("patch type %s, want a JSON merge patch", patch.Type())
+			}
+			data, err := patch.Data(working)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,5 +99,36 @@ func TestStatusPatch(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStatusPatchNothingChanged: an unchanged status, a copy of it, or an
+// empty node map for none, gives no patch, so the pass writes nothing.
+func TestStatusPatchNothingChanged(t *testing.T) {
+	at := metav1.Date(2026, 11, 25, 10, 0, 0, 0, metav1.Now().Location())
+	stored := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: "p", ResourceVersion: "7"},
+		Status: v1beta1.UpgradePlanStatus{
+			CurrentPhase: v1beta1.PhaseNodeUpgrading,
+			Conditions:   []metav1.Condition{{Type: "Progressing", Status: "True", Reason: "NodeUpgrade", LastTransitionTime: at}},
+			NodeUpgradeStatuses: map[string]v1beta1.NodeUpgradeStatus{
+				"n1": {State: v1beta1.NodeStatePreDrained, LastTransitionTime: &at},
+			},
+		}}
+	empty := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: "q"}}
+	emptyMap := empty.DeepCopy()
+	emptyMap.Status.NodeUpgradeStatuses = map[string]v1beta1.NodeUpgradeStatus{}
+	for name, pair := range map[string][2]*v1beta1.UpgradePlan{
+		"the same plan": {stored, stored},
+		"a deep copy":   {stored, stored.DeepCopy()},
+		"no map, empty": {empty, emptyMap},
+	} {
+		patch, err := statusPatch(pair[0], pair[1])
+		if err != nil || patch != nil {
+			data := []byte(nil)
+			if patch != nil {
+				data, _ = patch.Data(pair[1])
+			}
+			t.Errorf("%s: statusPatch gave %s, %v; want no patch", name, data, err)
+		}
 	}
 }

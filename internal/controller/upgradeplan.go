@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -324,8 +323,12 @@ func (r *PlanReconciler) setCondition(s *phase.Scope, t string, status metav1.Co
 // records the pass's events once the write succeeded. The patch carries only
 // what changed (statusPatch).
 func (r *PlanReconciler) writeStatus(ctx context.Context, stored *v1beta1.UpgradePlan, s *phase.Scope, res ctrl.Result, runErr error) (ctrl.Result, error) {
-	if !equality.Semantic.DeepEqual(stored.Status, s.Plan.Status) {
-		if err := r.Client.Status().Patch(ctx, s.Plan, statusPatch{from: stored}); err != nil {
+	patch, err := statusPatch(stored, s.Plan)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("computing the status patch of plan %s: %w", s.Plan.Name, err)
+	}
+	if patch != nil {
+		if err := r.Client.Status().Patch(ctx, s.Plan, patch); err != nil {
 			return requeueOnConflict(err)
 		}
 		metrics.Record(stored, s.Plan)
