@@ -31,6 +31,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
+	"github.com/harvester/upgrade-toolkit/internal/planstatus"
 	"github.com/harvester/upgrade-toolkit/internal/preflight"
 )
 
@@ -39,7 +40,8 @@ import (
 const ControllerName = "upgradeplan"
 
 // Setup registers the toolkit's reconcilers with a manager.
-func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock) error {
+// plans writes the plans' statuses and feeds the cache's watch of plans.
+func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *planstatus.Store) error {
 	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return err
@@ -56,6 +58,7 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock) error {
 		Config:       cfg,
 		Phases:       phase.Pipeline(),
 		PlanProgress: &cluster.PlanProgressReader{Reader: mgr.GetAPIReader()},
+		Plans:        plans,
 	}
 	byPlanLabel := handler.EnqueueRequestsFromMapFunc(planOfLabel)
 	if err := ctrl.NewControllerManagedBy(mgr).

@@ -25,6 +25,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/metrics"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
+	"github.com/harvester/upgrade-toolkit/internal/planstatus"
 )
 
 // The plan reconciler adds and removes its finalizer with a patch, writes
@@ -49,6 +50,8 @@ type PlanReconciler struct {
 	Phases []phase.Phase
 	// PlanProgress reads Rancher's machine plans once per version.
 	PlanProgress *cluster.PlanProgressReader
+	// Plans writes the status.
+	Plans *planstatus.Store
 }
 
 // maxTransitionsPerPass bounds how many phase changes one reconcile makes, so
@@ -321,16 +324,13 @@ func (r *PlanReconciler) setCondition(s *phase.Scope, t string, status metav1.Co
 // writeStatus writes the working copy's status if it changed, with
 // optimistic locking so a pass that decided on a stale plan cannot win, and
 // records the pass's events once the write succeeded. The patch carries only
-// what changed (statusPatch).
+// what changed (planstatus).
 func (r *PlanReconciler) writeStatus(ctx context.Context, stored *v1beta1.UpgradePlan, s *phase.Scope, res ctrl.Result, runErr error) (ctrl.Result, error) {
-	patch, err := statusPatch(stored, s.Plan)
+	wrote, err := r.Plans.WriteStatus(ctx, stored, s.Plan)
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("computing the status patch of plan %s: %w", s.Plan.Name, err)
+		return requeueOnConflict(err)
 	}
-	if patch != nil {
-		if err := r.Client.Status().Patch(ctx, s.Plan, patch); err != nil {
-			return requeueOnConflict(err)
-		}
+	if wrote {
 		metrics.Record(stored, s.Plan)
 	}
 	for _, e := range s.Events {

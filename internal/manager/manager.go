@@ -36,6 +36,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/controller"
 	"github.com/harvester/upgrade-toolkit/internal/metrics"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
+	"github.com/harvester/upgrade-toolkit/internal/planstatus"
 	"github.com/harvester/upgrade-toolkit/internal/upgradelog"
 )
 
@@ -135,7 +136,12 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	// client-go's default of 5 requests a second (controller-runtime: 20)
 	// would pace a 200-node upgrade; the manager's writes are few and small.
 	cfg.QPS, cfg.Burst = max(cfg.QPS, 50), max(cfg.Burst, 100)
-	mgr, err := ctrl.NewManager(apicount.Instrument(cfg), ctrl.Options{
+	cfg = apicount.Instrument(cfg)
+	plans, err := planstatus.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 cluster.NewScheme(),
 		Metrics:                metrics.ServerOptions(opts.MetricsAddr, opts.MetricsSecure),
 		HealthProbeBindAddress: opts.ProbeAddr,
@@ -150,7 +156,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		LeaseDuration:                 orNil(opts.Lease.Duration),
 		RenewDeadline:                 orNil(opts.Lease.RenewDeadline),
 		RetryPeriod:                   orNil(opts.Lease.RetryPeriod),
-		Cache:                         cacheOptions(opts.UpgradeLog.Enabled),
+		Cache:                         cacheOptions(opts.UpgradeLog.Enabled, plans),
 		// A process may build more than one manager (tests, the demo's
 		// restarts); the controllers' metrics are shared, not duplicated.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
@@ -168,7 +174,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	if !opts.WithoutReconcilers {
-		if err := controller.Setup(mgr, opts.Phase, opts.Clock); err != nil {
+		if err := controller.Setup(mgr, opts.Phase, opts.Clock, plans); err != nil {
 			return nil, err
 		}
 		if err := metrics.Register(mgr.GetClient()); err != nil {
@@ -204,6 +210,20 @@ func stripJob(obj any) (any, error) {
 	if j, ok := obj.(*batchv1.Job); ok {
 		j.ManagedFields = nil
 		j.Spec.Template = corev1.PodTemplateSpec{}
+	}
+	return obj, nil
+}
+
+// stripLogText drops the text of a cached log ConfigMap (the capture's):
+// the capture reads from the cache only what the labels and annotations say
+// of each log, and writes each log whole; at hundreds of nodes the texts
+// would be much of what the manager holds.
+func stripLogText(obj any) (any, error) {
+	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		cm.ManagedFields = nil
+		if cm.Labels[v1beta1.LabelUpgradeLog] != "" {
+			cm.BinaryData = nil
+		}
 	}
 	return obj, nil
 }
@@ -244,7 +264,7 @@ func stripJob(obj any) (any, error) {
 // Secrets of Rancher's machine plans but no other Secret; Jobs and pods only
 // when they belong to an upgrade, and pods in cattle-system (the
 // system-upgrade-controller Jobs') only to capture their logs.
-func cacheOptions(upgradeLog bool) cache.Options {
+func cacheOptions(upgradeLog bool, plans *planstatus.Store) cache.Options {
 	ours, err := labels.NewRequirement(v1beta1.LabelUpgradePlan, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant selector
@@ -268,7 +288,12 @@ func cacheOptions(upgradeLog bool) cache.Options {
 		pods = in(upgradelog.Namespaces...)
 	}
 	pods.Label = byPlan
+	configMaps := harvester
+	configMaps.Transform = stripLogText
 	return cache.Options{
+		// Plans are watched as metadata and read whole only when someone
+		// else changed them (planstatus).
+		NewInformer: plans.NewInformer,
 		// Nothing reads managedFields; on a large cluster they are much of
 		// every cached object.
 		DefaultTransform: cache.TransformStripManagedFields(),
@@ -280,7 +305,7 @@ func cacheOptions(upgradeLog bool) cache.Options {
 			cluster.MachinePlan(): {Namespaces: map[string]cache.Config{cluster.FleetLocalNamespace: {
 				FieldSelector: fields.OneTermEqualSelector("type", cluster.MachinePlanSecretType),
 			}}},
-			&corev1.ConfigMap{}:                     harvester,
+			&corev1.ConfigMap{}:                     configMaps,
 			&corev1.Service{}:                       harvester,
 			&appsv1.Deployment{}:                    harvester,
 			&harvesterv1beta1.Version{}:             harvester,

@@ -1,15 +1,15 @@
-package controller
+package planstatus
 
 import (
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -35,6 +35,11 @@ func TestStatusPatch(t *testing.T) {
 		"a node moves, its reason and deadline cleared": func(st *v1beta1.UpgradePlanStatus) {
 			st.NodeUpgradeStatuses["n1"] = v1beta1.NodeUpgradeStatus{State: v1beta1.NodeStatePostDraining, Message: "upgrading", LastTransitionTime: &at}
 		},
+		"a node moves at a time finer than a second": func(st *v1beta1.UpgradePlanStatus) {
+			later := metav1.NewTime(at.Add(1500 * time.Millisecond))
+			st.NodeUpgradeStatuses["n2"] = v1beta1.NodeUpgradeStatus{State: v1beta1.NodeStatePreDraining, LastTransitionTime: &later}
+			st.Conditions[0].LastTransitionTime = later
+		},
 		"a node added, one gone": func(st *v1beta1.UpgradePlanStatus) {
 			delete(st.NodeUpgradeStatuses, "n3")
 			st.NodeUpgradeStatuses["n4"] = v1beta1.NodeUpgradeStatus{State: v1beta1.NodeStateImagePreloading}
@@ -49,16 +54,9 @@ func TestStatusPatch(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			working := stored.DeepCopy()
 			change(&working.Status)
-			patch, err := statusPatch(stored, working)
-			if err != nil || patch == nil {
-				t.Fatalf("statusPatch: %v, %v; want a patch for a changed status", patch, err)
-			}
-			if patch.Type() != types.MergePatchType {
-				t.Errorf("patch type %s, want a JSON merge patch", patch.Type())
-			}
-			data, err := patch.Data(working)
-			if err != nil {
-				t.Fatal(err)
+			data, applied, err := statusPatch(stored, working)
+			if err != nil || data == nil {
+				t.Fatalf("statusPatch: %s, %v; want a patch for a changed status", data, err)
 			}
 			var envelope struct {
 				Metadata struct {
@@ -81,8 +79,12 @@ func TestStatusPatch(t *testing.T) {
 			if err := json.Unmarshal(patched, &got); err != nil {
 				t.Fatal(err)
 			}
-			// An empty map and no map are the same status.
-			want := working.Status
+			// The working copy as the server stores it (times to the
+			// second); an empty map and no map are the same status.
+			var want v1beta1.UpgradePlanStatus
+			if workingJSON, err := json.Marshal(working.Status); err != nil || json.Unmarshal(workingJSON, &want) != nil {
+				t.Fatal(err)
+			}
 			if len(want.NodeUpgradeStatuses) == 0 {
 				want.NodeUpgradeStatuses = nil
 			}
@@ -91,6 +93,11 @@ func TestStatusPatch(t *testing.T) {
 			}
 			if !equality.Semantic.DeepEqual(got.Status, want) {
 				t.Errorf("patch %s gives\n%+v\nwant\n%+v", data, got.Status, want)
+			}
+			// What the watch reports for the write is what the API server
+			// decodes: times to the second.
+			if !equality.Semantic.DeepEqual(applied, got.Status) {
+				t.Errorf("applied status\n%+v\nbut the server would hold\n%+v", applied, got.Status)
 			}
 			for node, st := range stored.Status.NodeUpgradeStatuses {
 				if now, ok := working.Status.NodeUpgradeStatuses[node]; ok && equality.Semantic.DeepEqual(now, st) &&
@@ -122,13 +129,38 @@ func TestStatusPatchNothingChanged(t *testing.T) {
 		"a deep copy":   {stored, stored.DeepCopy()},
 		"no map, empty": {empty, emptyMap},
 	} {
-		patch, err := statusPatch(pair[0], pair[1])
-		if err != nil || patch != nil {
-			data := []byte(nil)
-			if patch != nil {
-				data, _ = patch.Data(pair[1])
-			}
+		data, _, err := statusPatch(pair[0], pair[1])
+		if err != nil || data != nil {
 			t.Errorf("%s: statusPatch gave %s, %v; want no patch", name, data, err)
+		}
+	}
+}
+
+// TestSameEntry: node entries compare by value, times as instants.
+func TestSameEntry(t *testing.T) {
+	at := metav1.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	elsewhere := metav1.NewTime(at.In(time.FixedZone("CET", 3600)))
+	later := metav1.NewTime(at.Add(time.Second))
+	base := v1beta1.NodeUpgradeStatus{State: v1beta1.NodeStatePreDrained, Reason: "r", Message: "m", LastTransitionTime: &at, PreviousBootID: "b"}
+	for name, c := range map[string]struct {
+		change func(*v1beta1.NodeUpgradeStatus)
+		same   bool
+	}{
+		"a copy":                     {func(*v1beta1.NodeUpgradeStatus) {}, true},
+		"the same instant elsewhere": {func(e *v1beta1.NodeUpgradeStatus) { e.LastTransitionTime = &elsewhere }, true},
+		"another time":               {func(e *v1beta1.NodeUpgradeStatus) { e.LastTransitionTime = &later }, false},
+		"a time gone":                {func(e *v1beta1.NodeUpgradeStatus) { e.LastTransitionTime = nil }, false},
+		"a health gate held":         {func(e *v1beta1.NodeUpgradeStatus) { e.HealthGateSince = &at }, false},
+		"another state":              {func(e *v1beta1.NodeUpgradeStatus) { e.State = v1beta1.NodeStatePostDraining }, false},
+		"another message":            {func(e *v1beta1.NodeUpgradeStatus) { e.Message = "n" }, false},
+		"another boot ID recorded":   {func(e *v1beta1.NodeUpgradeStatus) { e.PreviousBootID = "c" }, false},
+		"another OS image recorded":  {func(e *v1beta1.NodeUpgradeStatus) { e.PreviousOSImage = "os" }, false},
+		"the reason cleared":         {func(e *v1beta1.NodeUpgradeStatus) { e.Reason = "" }, false},
+	} {
+		other := *base.DeepCopy()
+		c.change(&other)
+		if got := sameEntry(base, other); got != c.same {
+			t.Errorf("%s: sameEntry = %v, want %v", name, got, c.same)
 		}
 	}
 }
