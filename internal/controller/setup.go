@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -59,6 +60,7 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 		Phases:       phase.Pipeline(),
 		PlanProgress: &cluster.PlanProgressReader{Reader: mgr.GetAPIReader()},
 		Plans:        plans,
+		Reuse:        phase.NewReuse(),
 	}
 	byPlanLabel := handler.EnqueueRequestsFromMapFunc(planOfLabel)
 	if err := ctrl.NewControllerManagedBy(mgr).
@@ -66,7 +68,7 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 		For(&v1beta1.UpgradePlan{}).
 		// A plan that finishes frees the upgrade slot for the plans waiting.
 		Watches(&v1beta1.UpgradePlan{}, handler.EnqueueRequestsFromMapFunc(r.waitingPlans)).
-		Watches(&batchv1.Job{}, byPlanLabel, builder.WithPredicates(predicate.Funcs{UpdateFunc: jobChangeMatters})).
+		Watches(&batchv1.Job{}, changing(r.Reuse, phase.KindJobs, byPlanLabel, predicate.Funcs{UpdateFunc: jobChangeMatters})).
 		Watches(&appsv1.Deployment{}, byPlanLabel).
 		Watches(&corev1.Service{}, byPlanLabel).
 		Watches(&corev1.Pod{}, byPlanLabel, builder.WithPredicates(predicate.Funcs{UpdateFunc: podChangeMatters})).
@@ -74,11 +76,11 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 		Watches(&harvesterv1beta1.VirtualMachineImage{}, handler.EnqueueRequestsFromMapFunc(r.plansOfImage)).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.plansOfEndpointSlice)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(planOfOwner)).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
-			builder.WithPredicates(predicate.Funcs{UpdateFunc: nodeChangeMatters})).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans), builder.OnlyMetadata,
-			builder.WithPredicates(predicate.NewPredicateFuncs(cluster.IsMachinePlan), predicate.Funcs{UpdateFunc: drainStateChanged})).
-		Watches(&capiv1beta1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans)).
+		Watches(&corev1.Node{}, changing(r.Reuse, phase.KindNodes, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
+			predicate.Funcs{UpdateFunc: nodeChangeMatters})).
+		Watches(&corev1.Secret{}, changing(r.Reuse, phase.KindMachinePlans, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
+			predicate.NewPredicateFuncs(cluster.IsMachinePlan), predicate.Funcs{UpdateFunc: drainStateChanged}), builder.OnlyMetadata).
+		Watches(&capiv1beta1.Machine{}, changing(r.Reuse, phase.KindMachines, handler.EnqueueRequestsFromMapFunc(r.runningPlans))).
 		Watches(&provisioningv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans)).
 		// What the verified gates read: the versions the components report,
 		// the ManagedCharts Fleet deploys, the add-ons.
@@ -93,6 +95,49 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 		return err
 	}
 	return SetupDrainHook(mgr)
+}
+
+// changing marks kind k changed for the passes' reuse of lists on every
+// event of it, then hands the events that preds keep to h. Marking first, in
+// the same handler, makes the pass an event asks for list the kind afresh;
+// the events preds drop (an acknowledgement, a heartbeat) change what the
+// next pass lists without asking for a pass.
+func changing(reuse *phase.Reuse, k phase.Kind, h handler.EventHandler, preds ...predicate.Predicate) handler.EventHandler {
+	keep := func(f func(predicate.Predicate) bool) bool {
+		for _, p := range preds {
+			if !f(p) {
+				return false
+			}
+		}
+		return true
+	}
+	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
+			reuse.Changed(k)
+			if keep(func(p predicate.Predicate) bool { return p.Create(e) }) {
+				h.Create(ctx, e, q)
+			}
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+			reuse.Changed(k)
+			if keep(func(p predicate.Predicate) bool { return p.Update(e) }) {
+				h.Update(ctx, e, q)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
+			reuse.Changed(k)
+			if keep(func(p predicate.Predicate) bool { return p.Delete(e) }) {
+				h.Delete(ctx, e, q)
+			}
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q queue) {
+			reuse.Changed(k)
+			if keep(func(p predicate.Predicate) bool { return p.Generic(e) }) {
+				h.Generic(ctx, e, q)
+			}
+		},
+	}
 }
 
 // robustnessChanged keeps the Longhorn volume updates the health gate

@@ -52,6 +52,9 @@ type PlanReconciler struct {
 	PlanProgress *cluster.PlanProgressReader
 	// Plans writes the status.
 	Plans *planstatus.Store
+	// Reuse keeps what passes derive from the cache's lists until they
+	// change; the watches mark the changes.
+	Reuse *phase.Reuse
 }
 
 // maxTransitionsPerPass bounds how many phase changes one reconcile makes, so
@@ -66,7 +69,7 @@ func (r *PlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	s := &phase.Scope{
 		Plan: plan.DeepCopy(), Client: r.Client, APIReader: r.APIReader, Kube: r.Kube,
-		Clock: r.Clock, Config: r.Config, Log: log.FromContext(ctx), PlanProgress: r.PlanProgress,
+		Clock: r.Clock, Config: r.Config, Log: log.FromContext(ctx), PlanProgress: r.PlanProgress, Reuse: r.Reuse,
 	}
 
 	if plan.AwaitsRetry() {

@@ -109,7 +109,13 @@ func detectSingleNode(ctx context.Context, s *Scope) (Result, error) {
 // managedNodes lists the nodes Harvester manages, sorted by name so that
 // messages built from them do not change from one pass to the next. The
 // nodes are the cache's own: read them, never change them.
+// The slice is shared by the passes that follow, until a Node changes:
+// nothing may change it.
 func managedNodes(ctx context.Context, s *Scope) ([]corev1.Node, error) {
+	return reuse(s.Reuse, "managed-nodes", func() ([]corev1.Node, error) { return listManagedNodes(ctx, s) }, KindNodes)
+}
+
+func listManagedNodes(ctx context.Context, s *Scope) ([]corev1.Node, error) {
 	var nodes corev1.NodeList
 	if err := s.Client.List(ctx, &nodes, client.MatchingLabels{cluster.LabelManagedNode: "true"}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing managed nodes: %w", err)

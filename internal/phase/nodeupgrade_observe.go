@@ -28,49 +28,88 @@ type observation struct {
 	nextDeadline time.Time
 }
 
-// observeNodes gathers, for each node, what the state machine decides on.
-func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode bool) (*observation, error) {
-	obs := &observation{jobs: map[string]map[string]*batchv1.Job{}}
+// nodeJobs reads the plan's node Jobs by type and node, from the cache: read
+// them, never change them.
+func nodeJobs(ctx context.Context, s *Scope) (map[string]map[string]*batchv1.Job, error) {
 	var jobs batchv1.JobList
 	// Read-only lists of the cache's own objects: no copies.
 	if err := s.Client.List(ctx, &jobs, client.InNamespace(cluster.HarvesterNamespace), client.UnsafeDisableDeepCopy,
 		client.MatchingLabels{v1beta1.LabelUpgradePlan: s.Plan.Name, v1beta1.LabelUpgradeComponent: v1beta1.ComponentNodeUpgrade}); err != nil {
 		return nil, fmt.Errorf("listing node Jobs: %w", err)
 	}
+	byType := map[string]map[string]*batchv1.Job{}
 	for i := range jobs.Items {
 		j := &jobs.Items[i]
 		t := j.Labels[v1beta1.LabelJobType]
-		if obs.jobs[t] == nil {
-			obs.jobs[t] = map[string]*batchv1.Job{}
+		if byType[t] == nil {
+			byType[t] = map[string]*batchv1.Job{}
 		}
-		obs.jobs[t][j.Labels[v1beta1.LabelNode]] = j
+		byType[t][j.Labels[v1beta1.LabelNode]] = j
 	}
+	return byType, nil
+}
 
-	planSecrets := map[string]client.Object{}
+// drainRequests is what Rancher's machine-plan Secrets say of the drains.
+type drainRequests struct {
+	// secrets holds each node's machine-plan Secret.
+	secrets map[string]client.Object
+	// postDrainPending names machine-plan Secrets Rancher has not finished.
+	postDrainPending []string
+}
+
+// byNode returns the machine-plan Secret of each node; none on a
+// single-node cluster.
+func (d *drainRequests) byNode() map[string]client.Object {
+	if d == nil {
+		return nil
+	}
+	return d.secrets
+}
+
+// listDrainRequests reads the machine-plan Secrets and the Machines that
+// name their nodes.
+func listDrainRequests(ctx context.Context, s *Scope) (*drainRequests, error) {
+	secrets, err := cluster.MachinePlans(ctx, s.Client)
+	if err != nil {
+		return nil, err
+	}
+	nodeOf, err := cluster.NodesOfMachines(ctx, s.Client)
+	if err != nil {
+		return nil, err
+	}
+	d := &drainRequests{secrets: map[string]client.Object{}}
+	for i := range secrets {
+		sec := &secrets[i]
+		if !cluster.IsMachinePlan(sec) {
+			continue
+		}
+		if sec.Annotations[cluster.AnnotationRancherPostDrain] != "" {
+			d.postDrainPending = append(d.postDrainPending, sec.Name)
+		}
+		if node := nodeOf[sec.Labels[cluster.LabelMachineName]]; node != "" {
+			d.secrets[node] = sec
+		} // else a Machine without a node has nothing for us to drain
+	}
+	slices.Sort(d.postDrainPending)
+	return d, nil
+}
+
+// observeNodes gathers, for each node, what the state machine decides on.
+func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode bool) (*observation, error) {
+	obs := &observation{}
+	var err error
+	if obs.jobs, err = reuse(s.Reuse, "node-jobs/"+s.Plan.Name, func() (map[string]map[string]*batchv1.Job, error) { return nodeJobs(ctx, s) }, KindJobs); err != nil {
+		return nil, err
+	}
+	var drains *drainRequests
 	if !singleNode {
-		secrets, err := cluster.MachinePlans(ctx, s.Client)
-		if err != nil {
+		if drains, err = reuse(s.Reuse, "drain-requests", func() (*drainRequests, error) { return listDrainRequests(ctx, s) }, KindMachinePlans, KindMachines); err != nil {
 			return nil, err
 		}
-		nodeOf, err := cluster.NodesOfMachines(ctx, s.Client)
-		if err != nil {
-			return nil, err
-		}
-		for i := range secrets {
-			sec := &secrets[i]
-			if !cluster.IsMachinePlan(sec) {
-				continue
-			}
-			if sec.Annotations[cluster.AnnotationRancherPostDrain] != "" {
-				obs.postDrainPending = append(obs.postDrainPending, sec.Name)
-			}
-			if node := nodeOf[sec.Labels[cluster.LabelMachineName]]; node != "" {
-				planSecrets[node] = sec
-			} // else a Machine without a node has nothing for us to drain
-		}
+		obs.postDrainPending = drains.postDrainPending
 	}
+	planSecrets := drains.byNode()
 
-	slices.Sort(obs.postDrainPending)
 	rm := s.Plan.Status.ReleaseMetadata
 	target := nodestate.Target{OSImage: rm.OS, KubeletVersion: release.KubeletVersionOf(rm.Kubernetes)}
 	now := s.Clock.Now()

@@ -116,6 +116,9 @@ type Scope struct {
 	// PlanProgress reads Rancher's machine plans, kept across passes; nil
 	// reads them afresh each pass.
 	PlanProgress *cluster.PlanProgressReader
+	// Reuse keeps what a pass derives from the cache's lists until they
+	// change; nil derives it afresh each pass.
+	Reuse *Reuse
 	// Events are recorded after the status write.
 	Events []Event
 }
