@@ -1,15 +1,24 @@
 package controller
 
 import (
+	"context"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/phase"
 )
 
 func update(o, n client.Object) event.UpdateEvent {
@@ -78,5 +87,30 @@ func TestPodChangeMatters(t *testing.T) {
 		if got := podChangeMatters(update(base, n)); got != tc.want {
 			t.Errorf("%s: matters %v, want %v", name, got, tc.want)
 		}
+	}
+}
+
+// TestChangingMarksEveryEvent: every event of a kind marks it changed, the
+// ones the predicates drop included, and only the kept ones ask for a pass.
+func TestChangingMarksEveryEvent(t *testing.T) {
+	reuse := phase.NewReuse()
+	h := changing(reuse, phase.KindMachinePlans, handler.EnqueueRequestsFromMapFunc(planOfLabel), predicate.Funcs{UpdateFunc: drainStateChanged})
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	old := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Labels: map[string]string{v1beta1.LabelUpgradePlan: "p"}}}
+	acked := old.DeepCopy()
+	acked.Annotations = map[string]string{v1beta1.AnnotationPreHook: "1"}
+	h.Update(context.Background(), update(old, acked), q)
+	if got := reuse.Changes(phase.KindMachinePlans); got != 1 || q.Len() != 0 {
+		t.Errorf("an acknowledgement: %d changes marked and %d passes asked for, want 1 and 0", got, q.Len())
+	}
+	requested := acked.DeepCopy()
+	requested.Annotations[cluster.AnnotationRancherPreDrain] = "1"
+	h.Update(context.Background(), update(acked, requested), q)
+	if got := reuse.Changes(phase.KindMachinePlans); got != 2 || q.Len() != 1 {
+		t.Errorf("a drain request: %d changes marked and %d passes asked for, want 2 and 1", got, q.Len())
+	}
+	if reuse.Changes(phase.KindNodes) != 0 {
+		t.Error("a Secret's change marked the nodes changed")
 	}
 }

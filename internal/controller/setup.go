@@ -103,40 +103,27 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 // the events preds drop (an acknowledgement, a heartbeat) change what the
 // next pass lists without asking for a pass.
 func changing(reuse *phase.Reuse, k phase.Kind, h handler.EventHandler, preds ...predicate.Predicate) handler.EventHandler {
-	keep := func(f func(predicate.Predicate) bool) bool {
+	return handler.Funcs{
+		CreateFunc:  markThen(reuse, k, preds, predicate.Predicate.Create, h.Create),
+		UpdateFunc:  markThen(reuse, k, preds, predicate.Predicate.Update, h.Update),
+		DeleteFunc:  markThen(reuse, k, preds, predicate.Predicate.Delete, h.Delete),
+		GenericFunc: markThen(reuse, k, preds, predicate.Predicate.Generic, h.Generic),
+	}
+}
+
+type requestQueue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+// markThen is changing's handling of one type of event E.
+func markThen[E any](reuse *phase.Reuse, k phase.Kind, preds []predicate.Predicate, keeps func(predicate.Predicate, E) bool,
+	h func(context.Context, E, requestQueue)) func(context.Context, E, requestQueue) {
+	return func(ctx context.Context, e E, q requestQueue) {
+		reuse.Changed(k)
 		for _, p := range preds {
-			if !f(p) {
-				return false
+			if !keeps(p, e) {
+				return
 			}
 		}
-		return true
-	}
-	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
-	return handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
-			reuse.Changed(k)
-			if keep(func(p predicate.Predicate) bool { return p.Create(e) }) {
-				h.Create(ctx, e, q)
-			}
-		},
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
-			reuse.Changed(k)
-			if keep(func(p predicate.Predicate) bool { return p.Update(e) }) {
-				h.Update(ctx, e, q)
-			}
-		},
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) {
-			reuse.Changed(k)
-			if keep(func(p predicate.Predicate) bool { return p.Delete(e) }) {
-				h.Delete(ctx, e, q)
-			}
-		},
-		GenericFunc: func(ctx context.Context, e event.GenericEvent, q queue) {
-			reuse.Changed(k)
-			if keep(func(p predicate.Predicate) bool { return p.Generic(e) }) {
-				h.Generic(ctx, e, q)
-			}
-		},
+		h(ctx, e, q)
 	}
 }
 

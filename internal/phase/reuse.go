@@ -48,6 +48,13 @@ func (r *Reuse) Changed(k Kind) {
 	r.version[k]++
 }
 
+// Changes is how many changes of kind k were seen.
+func (r *Reuse) Changes(k Kind) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.version[k]
+}
+
 // reuse returns what derive gave for key when no object of kinds has changed
 // since, else derive's new result. derive's result is shared by the passes
 // that follow: nothing may change it.
