@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -83,8 +84,12 @@ func TestFleetDeploysAChartChange(t *testing.T) {
 	seen := watchStates(t, watched, &managementv3.ManagedChartList{}, func() string {
 		return fmt.Sprintf("%s gen>%v ready=%d", watched.Spec.Version, watched.Status.ObservedGeneration > before, watched.Status.Summary.Ready)
 	})
-	mc.Spec.Version = s.target.HarvesterChart
-	if err := env.Client.Update(ctx, mc); err != nil {
+	// The simulated Rancher writes the chart's status meanwhile.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		get(t, key, mc)
+		mc.Spec.Version = s.target.HarvesterChart
+		return env.Client.Update(ctx, mc)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "Fleet to deploy the chart", func() (bool, string) {
