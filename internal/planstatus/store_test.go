@@ -148,7 +148,8 @@ func waitFor(ctx context.Context, t *testing.T, c cache.Cache, what string, ok f
 	var got *v1beta1.UpgradePlan
 	if err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		p := &v1beta1.UpgradePlan{}
-		if err := c.Get(ctx, client.ObjectKey{Name: "store-test"}, p); err != nil {
+		// Not there yet: the cache has not seen it.
+		if found := c.Get(ctx, client.ObjectKey{Name: "store-test"}, p) == nil; !found {
 			return false, nil
 		}
 		got = p
