@@ -33,6 +33,10 @@ import (
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 )
 
+// writeWait bounds how long a watch event waits for the answer of a write
+// under way before it reads the plan whole.
+const writeWait = 10 * time.Second
+
 // Resource is the plans' API resource.
 var Resource = v1beta1.GroupVersion.WithResource("upgradeplans")
 
@@ -226,11 +230,17 @@ func (s *Store) whole(ctx context.Context, whole toolscache.ListerWatcherWithCon
 	}
 	p := s.at(m.Name, m.ResourceVersion)
 	if write := s.writeOf(m.Name); p == nil && write != nil {
+		// Bounded: a write whose answer never comes must not stall the
+		// watch; the plan is then read whole.
+		timer := time.NewTimer(writeWait)
 		select {
 		case <-write:
+		case <-timer.C:
 		case <-ctx.Done():
+			timer.Stop()
 			return watch.Event{}, ctx.Err()
 		}
+		timer.Stop()
 		p = s.at(m.Name, m.ResourceVersion)
 	}
 	if p == nil {
