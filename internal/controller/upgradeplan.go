@@ -67,6 +67,7 @@ func (r *PlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if err := r.Client.Get(ctx, req.NamespacedName, plan); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	plan = r.Plans.Latest(plan)
 	s := &phase.Scope{
 		Plan: plan.DeepCopy(), Client: r.Client, APIReader: r.APIReader, Kube: r.Kube,
 		Clock: r.Clock, Config: r.Config, Log: log.FromContext(ctx), PlanProgress: r.PlanProgress, Reuse: r.Reuse,

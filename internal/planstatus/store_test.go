@@ -85,9 +85,19 @@ func TestStoreWritesStepsAndWatchesMetadata(t *testing.T) {
 		if working.ResourceVersion == shown.ResourceVersion {
 			t.Errorf("the working copy kept resourceVersion %s after the write", working.ResourceVersion)
 		}
+		// A pass that reads the cache before it shows the write decides on
+		// the written plan, not on the one the write replaced.
+		node := fmt.Sprintf("node-%03d", 7+steps-1-i)
+		if latest := store.Latest(shown.DeepCopy()); latest.ResourceVersion != working.ResourceVersion || latest.Status.NodeUpgradeStatuses[node].State != v1beta1.NodeStatePreDraining {
+			t.Errorf("Latest of the cache's copy from before write %d: resourceVersion %s, %s %s; want the write's (%s, PreDraining)",
+				i, latest.ResourceVersion, node, latest.Status.NodeUpgradeStatuses[node].State, working.ResourceVersion)
+		}
 		shown = waitFor(ctx, t, c, "the cache shows the step", func(p *v1beta1.UpgradePlan) bool {
 			return p.ResourceVersion == working.ResourceVersion
 		})
+		if latest := store.Latest(shown); latest != shown {
+			t.Errorf("Latest of a cache that shows the write returned another copy (resourceVersion %s)", latest.ResourceVersion)
+		}
 	}
 	server := &v1beta1.UpgradePlan{}
 	must(t, env.Client.Get(ctx, client.ObjectKeyFromObject(plan), server))

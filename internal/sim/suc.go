@@ -279,7 +279,14 @@ func (s *Sim) labelNodeApplied(ctx context.Context, plan *upgradev1.Plan, node, 
 	if hash == "" {
 		return nil
 	}
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	// The cache first: every completed Job of the plan is looked at on every
+	// pass, and a read from the API server for each would make a pass cost
+	// as many reads as the cluster has nodes.
+	n := &corev1.Node{}
+	if err := s.c.Get(ctx, client.ObjectKey{Name: node}, n); err == nil && n.Labels[cluster.LabelSUCPlanNode(plan.Name)] == hash {
+		return nil
+	}
+	n = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
 	return client.IgnoreNotFound(s.mutate(ctx, n, false, func() bool {
 		if n.Labels[cluster.LabelSUCPlanNode(plan.Name)] == hash {
 			return false

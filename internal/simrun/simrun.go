@@ -13,8 +13,10 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -185,26 +187,75 @@ func (r *Run) Plan(ctx context.Context, name string) (*v1beta1.UpgradePlan, erro
 
 // WaitFinished waits until the plan reached Succeeded or Failed and released
 // everything (its finalizer is gone), calling progress with every new state.
+// It watches the plan rather than polling it: every read of a plan costs the
+// API server the whole plan from etcd (about 100 KiB at 500 nodes), and a
+// read every 20 ms was, at 500 nodes, a quarter of the API server's work.
 func (r *Run) WaitFinished(ctx context.Context, name string, progress func(*v1beta1.UpgradePlan)) (*v1beta1.UpgradePlan, error) {
+	wc, err := client.NewWithWatch(r.Env.Config, client.Options{Scheme: r.Client.Scheme()})
+	if err != nil {
+		return nil, err
+	}
 	var last *v1beta1.UpgradePlan
-	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		p, err := r.Plan(ctx, name)
-		if err != nil {
-			return false, nil //nolint:nilerr // a transient read error; try again
-		}
+	finished := func(p *v1beta1.UpgradePlan) bool {
 		if progress != nil && (last == nil || p.ResourceVersion != last.ResourceVersion) {
 			progress(p)
 		}
 		last = p
-		return p.IsFinished() && len(p.Finalizers) == 0, nil
+		return p.IsFinished() && len(p.Finalizers) == 0
+	}
+	for {
+		p, err := r.Plan(ctx, name)
+		if err == nil {
+			if finished(p) {
+				return p, nil
+			}
+			var done bool
+			if done, err = watchPlan(ctx, wc, name, p.ResourceVersion, finished); done {
+				return last, nil
+			}
+		}
+		if err != nil {
+			// A transient error (the API server restarting, a deleted
+			// plan): look again shortly.
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		if ctx.Err() != nil {
+			if last != nil {
+				return last, fmt.Errorf("plan %s did not finish (phase %q): %w", name, last.Status.CurrentPhase, ctx.Err())
+			}
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// watchPlan hands every state of plan name after resourceVersion rv to
+// finished until it reports true (done), the plan is deleted or the watch
+// ends; the caller reads the plan again and watches on.
+func watchPlan(ctx context.Context, wc client.WithWatch, name, rv string, finished func(*v1beta1.UpgradePlan) bool) (done bool, err error) {
+	w, err := wc.Watch(ctx, &v1beta1.UpgradePlanList{}, &client.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", name),
+		Raw:           &metav1.ListOptions{ResourceVersion: rv},
 	})
 	if err != nil {
-		if last != nil {
-			return last, fmt.Errorf("plan %s did not finish (phase %q): %w", name, last.Status.CurrentPhase, err)
-		}
-		return nil, err
+		return false, err
 	}
-	return last, nil
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		switch ev.Type {
+		case watch.Added, watch.Modified:
+			if p, ok := ev.Object.(*v1beta1.UpgradePlan); ok && finished(p) {
+				return true, nil
+			}
+		case watch.Deleted:
+			return false, fmt.Errorf("plan %s was deleted", name)
+		case watch.Error:
+			return false, apierrors.FromObject(ev.Object)
+		}
+	}
+	return false, nil
 }
 
 // Violations returns the invariant violations seen so far, and those of the

@@ -35,6 +35,8 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/apicount"
+	"github.com/harvester/upgrade-toolkit/internal/metrics"
+	"github.com/harvester/upgrade-toolkit/internal/pipeline"
 	"github.com/harvester/upgrade-toolkit/internal/sim"
 	"github.com/harvester/upgrade-toolkit/internal/simrun"
 	"github.com/harvester/upgrade-toolkit/internal/testenv"
@@ -142,6 +144,7 @@ type result struct {
 	quiet    map[string]int
 	rssPeak  uint64
 	heapPeak uint64
+	phases   map[string]time.Duration
 }
 
 // total is the number of API requests.
@@ -166,6 +169,7 @@ func (r *result) String() string {
 	for _, c := range ctrls {
 		fmt.Fprintf(&b, "  reconciles %-12s %d\n", c, r.reconciles[c])
 	}
+	b.WriteString(phaseTimes(r.phases))
 	var keys []string
 	for k := range r.requests {
 		keys = append(keys, k)
@@ -205,7 +209,8 @@ func upgrade(b *testing.B, nodes int) *result {
 	}
 	final, err := run.WaitFinished(ctx, plan.Name, nil)
 	if err != nil {
-		b.Fatal(err)
+		// Where the time went, for a run that missed its deadline.
+		b.Fatal(err, "\n", phaseTimes(mgr.scrape(b).phases))
 	}
 	wall := time.Since(start)
 	if final.Status.CurrentPhase != v1beta1.PhaseSucceeded {
@@ -215,7 +220,7 @@ func upgrade(b *testing.B, nodes int) *result {
 	time.Sleep(2 * time.Second)
 	after := mgr.scrape(b)
 	r := &result{nodes: nodes, wall: wall, reconciles: after.reconciles, requests: after.requests, bytes: before.bytes, reconcileTime: after.reconcileTime, cpu: before.cpu,
-		writes: after.writes(), quietWrites: after.writes() - before.writes(), quiet: map[string]int{}}
+		writes: after.writes(), quietWrites: after.writes() - before.writes(), quiet: map[string]int{}, phases: after.phases}
 	for _, v := range before.bytes {
 		r.sent += v.Sent
 		r.received += v.Received
@@ -377,6 +382,17 @@ func (m *manager) stop() {
 	_ = m.cmd.Wait()
 }
 
+// phaseTimes lists the time spent in each completed phase, in pipeline order.
+func phaseTimes(phases map[string]time.Duration) string {
+	var b strings.Builder
+	for _, st := range pipeline.Steps {
+		if d, ok := phases[st.Name]; ok {
+			fmt.Fprintf(&b, "  phase      %-20s %s\n", st.Name, d.Round(time.Millisecond))
+		}
+	}
+	return b.String()
+}
+
 // counts are the manager's counters at one moment.
 type counts struct {
 	reconciles    map[string]int
@@ -384,6 +400,8 @@ type counts struct {
 	cpu           time.Duration
 	requests      map[string]int
 	bytes         map[string]apicount.Bytes
+	// phases is the time the plan spent in each phase it completed.
+	phases map[string]time.Duration
 }
 
 func isWrite(key string) bool { return apicount.IsWrite(strings.Fields(key)[0]) }
@@ -404,7 +422,10 @@ func (m *manager) scrape(b *testing.B) counts {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := counts{reconciles: map[string]int{}, requests: map[string]int{}, bytes: map[string]apicount.Bytes{}}
+	c := counts{reconciles: map[string]int{}, requests: map[string]int{}, bytes: map[string]apicount.Bytes{}, phases: map[string]time.Duration{}}
+	for _, mt := range fams[metrics.PhaseDurationName].GetMetric() {
+		c.phases[label(mt, "phase")] += time.Duration(mt.GetHistogram().GetSampleSum() * float64(time.Second))
+	}
 	for _, mt := range fams["controller_runtime_reconcile_total"].GetMetric() {
 		c.reconciles[label(mt, "controller")] += int(mt.GetCounter().GetValue())
 	}
