@@ -71,6 +71,8 @@ func (r *Replicas) supervise(i int, rep *replica) {
 		}
 		cmd := exec.Command(r.bin, r.args...)
 		cmd.Env = append(os.Environ(), r.env...)
+		// A killed test must not leave a manager running.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		out, pw := io.Pipe()
 		cmd.Stdout, cmd.Stderr = pw, pw
 		if err := cmd.Start(); err != nil {

@@ -192,12 +192,15 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
-// stripNode drops what the manager never reads from a cached Node and what
-// makes Nodes big: managedFields and the list of images (hundreds per node).
+// stripNode keeps of a cached Node's status what the manager reads (its
+// conditions, phase and nodeInfo) and drops the rest: managedFields, the
+// list of images (hundreds per node), and the resource lists, addresses and
+// volumes, which hold a node's many quantities and are read by nothing.
+// Status is never written from the cache.
 func stripNode(obj any) (any, error) {
 	if n, ok := obj.(*corev1.Node); ok {
 		n.ManagedFields = nil
-		n.Status.Images = nil
+		n.Status = corev1.NodeStatus{Conditions: n.Status.Conditions, Phase: n.Status.Phase, NodeInfo: n.Status.NodeInfo}
 	}
 	return obj, nil
 }
@@ -212,6 +215,32 @@ func stripJob(obj any) (any, error) {
 		j.Spec.Template = corev1.PodTemplateSpec{}
 	}
 	return obj, nil
+}
+
+// stripPod keeps of a cached pod (an upgrade's Job's) what the manager
+// reads: its metadata, the node it runs on, its containers' names and images,
+// and its status. The rest of the spec (volumes, environment, tolerations,
+// affinity) is most of a pod, and an upgrade has four per node; the pods are
+// changed only by patches computed from the cached copy (finalizers), which
+// carry just the change.
+func stripPod(obj any) (any, error) {
+	if p, ok := obj.(*corev1.Pod); ok {
+		p.ManagedFields = nil
+		p.Spec = corev1.PodSpec{
+			NodeName:       p.Spec.NodeName,
+			InitContainers: containerNames(p.Spec.InitContainers),
+			Containers:     containerNames(p.Spec.Containers),
+		}
+	}
+	return obj, nil
+}
+
+func containerNames(cs []corev1.Container) []corev1.Container {
+	out := make([]corev1.Container, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, corev1.Container{Name: c.Name, Image: c.Image})
+	}
+	return out
 }
 
 // stripLogText drops the text of a cached log ConfigMap (the capture's):
@@ -288,6 +317,7 @@ func cacheOptions(upgradeLog bool, plans *planstatus.Store) cache.Options {
 		pods = in(upgradelog.Namespaces...)
 	}
 	pods.Label = byPlan
+	pods.Transform = stripPod
 	configMaps := harvester
 	configMaps.Transform = stripLogText
 	return cache.Options{

@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -275,6 +276,8 @@ func startManager(b *testing.B, env *testenv.Env, s *sim.Sim, nodes int) *manage
 	}
 	m.cmd = exec.Command(binary, args...)
 	m.cmd.Env = append(os.Environ(), "ENABLE_WEBHOOKS=false")
+	// A killed benchmark must not leave a manager running.
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	m.cmd.Stderr = os.Stderr
 	if err := m.cmd.Start(); err != nil {
 		b.Fatal(err)
