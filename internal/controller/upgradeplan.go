@@ -63,8 +63,10 @@ var maxTransitionsPerPass = 2*len(pipeline.Steps) + 2
 
 // Reconcile implements reconcile.Reconciler.
 func (r *PlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// The cache's own copy, not a deep copy: plan is only read (a pass
+	// works on s.Plan), and a plan holds an entry per node.
 	plan := &v1beta1.UpgradePlan{}
-	if err := r.Client.Get(ctx, req.NamespacedName, plan); err != nil {
+	if err := r.Client.Get(ctx, req.NamespacedName, plan, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	plan = r.Plans.Latest(plan)
@@ -95,7 +97,8 @@ func (r *PlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	// The finalizer goes on before the plan creates or changes anything, so
 	// that whatever it does is undone even if it is deleted right away.
 	if !controllerutil.ContainsFinalizer(plan, v1beta1.FinalizerCleanup) {
-		before := plan.DeepCopy()
+		before := plan
+		plan = plan.DeepCopy()
 		controllerutil.AddFinalizer(plan, v1beta1.FinalizerCleanup)
 		if err := r.Client.Patch(ctx, plan, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 			return requeueOnConflict(err)

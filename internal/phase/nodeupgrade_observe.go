@@ -96,7 +96,7 @@ func listDrainRequests(ctx context.Context, s *Scope) (*drainRequests, error) {
 
 // observeNodes gathers, for each node, what the state machine decides on.
 func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode bool) (*observation, error) {
-	obs := &observation{}
+	obs := &observation{nodes: make([]nodestate.Node, 0, len(nodes))}
 	var err error
 	if obs.jobs, err = reuse(s.Reuse, "node-jobs/"+s.Plan.Name, func() (map[string]map[string]*batchv1.Job, error) { return nodeJobs(ctx, s) }, KindJobs); err != nil {
 		return nil, err

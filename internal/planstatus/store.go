@@ -99,7 +99,7 @@ func (s *Store) WriteStatus(ctx context.Context, stored, working *v1beta1.Upgrad
 // else cached. Between a write's answer and its watch event, a pass started
 // by another change would decide on the plan as it was before the write and
 // send the same patch again, which the API server refuses (a conflict) after
-// reading the whole plan. The copy returned is the caller's own.
+// reading the whole plan. It returns cached itself or a copy of its own.
 func (s *Store) Latest(cached *v1beta1.UpgradePlan) *v1beta1.UpgradePlan {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"sync"
 	"strings"
 	"time"
 )
@@ -237,10 +238,19 @@ func restore(text []byte, s containerState) (*containerLog, error) {
 	return l, nil
 }
 
+// gzipWriters are reused: a writer at the best compression allocates about
+// 800 KiB, and every save of every log would make one.
+var gzipWriters = sync.Pool{New: func() any {
+	w, _ := gzip.NewWriterLevel(io.Discard, gzip.BestCompression)
+	return w
+}}
+
 // Gzip compresses a log for a ConfigMap's binaryData.
 func Gzip(text []byte) []byte {
 	var b bytes.Buffer
-	w, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	w := gzipWriters.Get().(*gzip.Writer)
+	defer gzipWriters.Put(w)
+	w.Reset(&b)
 	_, _ = w.Write(text)
 	_ = w.Close()
 	return b.Bytes()
