@@ -5,8 +5,8 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
-	"sync"
 	"strings"
+	"sync"
 	"time"
 )
 
