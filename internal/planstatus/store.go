@@ -50,9 +50,6 @@ type Store struct {
 	// closed once the write is over: its watch event often arrives before
 	// its answer, and waits for it rather than reading the plan.
 	writing map[string]chan struct{}
-	// unseen holds, for a plan this process wrote, when it wrote it, until
-	// the cache shows the write (Latest).
-	unseen map[string]time.Time
 }
 
 // New builds a Store that talks to the API server of cfg.
@@ -61,7 +58,7 @@ func New(cfg *rest.Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the metadata client: %w", err)
 	}
-	return &Store{meta: meta.Resource(Resource), known: map[string]*v1beta1.UpgradePlan{}, writing: map[string]chan struct{}{}, unseen: map[string]time.Time{}}, nil
+	return &Store{meta: meta.Resource(Resource), known: map[string]*v1beta1.UpgradePlan{}, writing: map[string]chan struct{}{}}, nil
 }
 
 // WriteStatus writes working's status as a merge patch from stored, the
@@ -87,34 +84,25 @@ func (s *Store) WriteStatus(ctx context.Context, stored, working *v1beta1.Upgrad
 		TypeMeta: stored.TypeMeta, ObjectMeta: *got.ObjectMeta.DeepCopy(),
 		Spec: *stored.Spec.DeepCopy(), Status: applied,
 	})
-	s.mu.Lock()
-	s.unseen[working.Name] = time.Now()
-	s.mu.Unlock()
 	working.ObjectMeta = got.ObjectMeta
 	return true, nil
 }
 
 // Latest returns the plan to decide on, given cached, the cache's copy: the
-// plan this process wrote last while the cache does not show that write yet,
-// else cached. Between a write's answer and its watch event, a pass started
-// by another change would decide on the plan as it was before the write and
-// send the same patch again, which the API server refuses (a conflict) after
-// reading the whole plan. It returns cached itself or a copy of its own.
+// known plan when the cache does not show it yet, else cached. Between a
+// write's answer and its watch event, a pass started by another change would
+// decide on the plan as it was before the write and send the same patch
+// again, which the API server refuses (a conflict) after reading the whole
+// plan. The known plan is never behind the cache: every plan the cache gets
+// (the list, the watch) is known first. It returns cached itself or a copy
+// of its own.
 func (s *Store) Latest(cached *v1beta1.UpgradePlan) *v1beta1.UpgradePlan {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	at, written := s.unseen[cached.Name]
-	known := s.known[cached.Name]
-	switch {
-	case !written || known == nil:
-		return cached
-	case known.ResourceVersion == cached.ResourceVersion || time.Since(at) > writeWait:
-		// The cache caught up (or its watch is broken: the cache is then
-		// the only view that heals).
-		delete(s.unseen, cached.Name)
-		return cached
+	if known := s.known[cached.Name]; known != nil && known.ResourceVersion != cached.ResourceVersion {
+		return known.DeepCopy()
 	}
-	return known.DeepCopy()
+	return cached
 }
 
 // startWrite marks a write of plan name under way, until the function it
@@ -165,7 +153,6 @@ func (s *Store) forget(name string) *v1beta1.UpgradePlan {
 	defer s.mu.Unlock()
 	p := s.known[name]
 	delete(s.known, name)
-	delete(s.unseen, name)
 	return p
 }
 
