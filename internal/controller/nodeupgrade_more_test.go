@@ -188,3 +188,35 @@ func TestDeleteRunningPlanCleansUp(t *testing.T) {
 	h.assertNothingLeft(p.Name)
 	h.assertRestored()
 }
+
+// TestCleanupWaitsForThePlansPods: a deleted plan is released only once its
+// pods are gone. With the log capture off, nothing else would let a pod go
+// that an earlier manager's capture held: the cleanup releases it.
+func TestCleanupWaitsForThePlansPods(t *testing.T) {
+	h := newHarness(t)
+	h.harvester(1)
+	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), Paused: ptr.To(true)})
+	h.waitHeld(p.Name, "paused (spec.paused) before phase Initialize; set spec.paused to false to resume")
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: "held-" + p.Name,
+			Labels:     map[string]string{v1beta1.LabelUpgradePlan: p.Name, batchv1.JobNameLabel: "gone"},
+			Finalizers: []string{v1beta1.FinalizerLogCapture}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}
+	h.must(h.c.Create(h.ctx(), pod))
+	h.must(h.c.Delete(h.ctx(), h.get(p.Name)))
+	h.eventually("the pod released", func() (bool, string) {
+		h.must(h.c.Get(h.ctx(), client.ObjectKeyFromObject(pod), pod))
+		return len(pod.Finalizers) == 0, "finalizers " + strings.Join(pod.Finalizers, ", ")
+	})
+	// The garbage collector would delete it with its Job; envtest has none.
+	time.Sleep(300 * time.Millisecond)
+	if h.absent(client.ObjectKey{Name: p.Name}, &v1beta1.UpgradePlan{}) {
+		t.Fatal("the plan was released while its pod was still there")
+	}
+	h.must(h.c.Delete(h.ctx(), pod))
+	h.eventually("the plan gone", func() (bool, string) {
+		return h.absent(client.ObjectKey{Name: p.Name}, &v1beta1.UpgradePlan{}), "still there"
+	})
+	h.assertNothingLeft(p.Name)
+}

@@ -17,11 +17,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
+	"github.com/harvester/upgrade-toolkit/internal/upgradelog"
 )
 
 // createdKinds are the kinds of the objects a plan creates, with the
@@ -112,12 +114,62 @@ func cleanup(ctx context.Context, s *Scope) (cleanupReport, error) {
 			return r, fmt.Errorf("deleting the plan's %T objects in %s: %w", k.obj, k.namespace, err)
 		}
 	}
+	pods, err := podsLeft(ctx, s, sel)
+	if err != nil {
+		return r, err
+	}
+	r.left = append(r.left, pods...)
 	if err := unmarkNodes(ctx, s); err != nil {
 		return r, err
 	}
-	var err error
 	r.restored, r.unsettled, err = restoreSettings(ctx, s)
 	return r, err
+}
+
+// The cleanup waits for the plan's pods, and lets go of those a log capture
+// held when it no longer runs.
+//
+// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=pods,verbs=list;watch;patch
+
+// podsLeft names the plan's pods a cleanup waits for. They go with their
+// Jobs and the repo's Deployment (the garbage collector deletes them): a
+// pod not yet deleted is waited for, and so is a deleted one the log
+// capture still holds, so that a plan ends with each log kept and none of
+// its pods left. A deleted pod waiting only for its kubelet is not: on a
+// node that is down it would wait for ever. With the capture off nothing
+// else would let a held pod go (a manager restarted without it): the
+// cleanup releases it.
+func podsLeft(ctx context.Context, s *Scope, sel client.MatchingLabels) ([]string, error) {
+	namespaces := []string{cluster.HarvesterNamespace}
+	if s.Config.UpgradeLog {
+		// The cache holds system-upgrade-controller's pods only for the
+		// capture.
+		namespaces = upgradelog.Namespaces
+	}
+	var left []string
+	for _, ns := range namespaces {
+		var pods corev1.PodList
+		if err := s.Client.List(ctx, &pods, client.InNamespace(ns), sel); err != nil {
+			return nil, fmt.Errorf("listing the plan's pods in %s: %w", ns, err)
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			held := controllerutil.ContainsFinalizer(p, v1beta1.FinalizerLogCapture)
+			if held && !s.Config.UpgradeLog {
+				if err := upgradelog.Release(ctx, s.Client, p); err != nil {
+					return nil, fmt.Errorf("releasing pod %s/%s: %w", p.Namespace, p.Name, err)
+				}
+				held = false
+			}
+			switch {
+			case held:
+				left = append(left, fmt.Sprintf("pod %s/%s (its log is being kept)", p.Namespace, p.Name))
+			case p.DeletionTimestamp == nil:
+				left = append(left, fmt.Sprintf("pod %s/%s", p.Namespace, p.Name))
+			}
+		}
+	}
+	return left, nil
 }
 
 // unmarkNodes removes the plan's marks from the nodes: the pending OS image
