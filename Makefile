@@ -76,7 +76,7 @@ TEST_ARGS ?=
 # The whole-upgrade benchmarks (test/bench) run each size once; UPGRADE_BENCH_ARGS
 # narrows them (e.g. -bench 'Upgrade/nodes=3$$'); BENCH_NODES replaces the sizes
 # (default 3,10,50,200,500; e.g. BENCH_NODES=1000).
-BENCH_PKGS ?= ./internal/repo
+BENCH_PKGS ?= ./internal/repo ./internal/planstatus
 BENCH_ARGS ?=
 UPGRADE_BENCH_ARGS ?=
 BENCH_NODES ?=

@@ -59,8 +59,9 @@ func TestJobChangeMatters(t *testing.T) {
 	}
 }
 
-// TestPodChangeMatters: the plan wakes for where a pod runs and how it
-// ends, not for its finalizers or the kubelet's other reports.
+// TestPodChangeMatters: the plan wakes for the scheduler's verdict on a pod,
+// how its containers end and its deletion, not for where it runs, its phase,
+// its finalizers or the kubelet's other reports.
 func TestPodChangeMatters(t *testing.T) {
 	base := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"},
 		Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{Name: "c"}}}}
@@ -71,10 +72,16 @@ func TestPodChangeMatters(t *testing.T) {
 		"a finalizer removed": {func(p *corev1.Pod) { p.Finalizers = nil; p.ResourceVersion = "3" }, false},
 		"an IP":               {func(p *corev1.Pod) { p.Status.PodIP = "10.0.0.1" }, false},
 		"a container started": {func(p *corev1.Pod) { p.Status.ContainerStatuses[0].Started = ptr.To(true) }, false},
-		"scheduled":           {func(p *corev1.Pod) { p.Spec.NodeName = "n1" }, true},
-		"running":             {func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }, true},
+		"scheduled":           {func(p *corev1.Pod) { p.Spec.NodeName = "n1" }, false},
+		"running":             {func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }, false},
+		"ready": {func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		}, false},
 		"unschedulable": {func(p *corev1.Pod) {
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+		}, true},
+		"unschedulable for another reason": {func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available"}}
 		}, true},
 		"a container exited": {func(p *corev1.Pod) {
 			p.Status.ContainerStatuses[0].State.Terminated = &corev1.ContainerStateTerminated{ExitCode: 3}
@@ -112,5 +119,61 @@ func TestChangingMarksEveryEvent(t *testing.T) {
 	}
 	if reuse.Changes(phase.KindNodes) != 0 {
 		t.Error("a Secret's change marked the nodes changed")
+	}
+}
+
+// TestNodeHeartbeatsChangeNothing: a node's heartbeat or cordon neither asks
+// for a pass nor makes the next pass list the nodes again; a reboot does
+// both.
+func TestNodeHeartbeatsChangeNothing(t *testing.T) {
+	reuse := phase.NewReuse()
+	h := changingWhenKept(reuse, phase.KindNodes, handler.EnqueueRequestsFromMapFunc(planOfLabel), predicate.Funcs{UpdateFunc: nodeChangeMatters})
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	ready := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue}
+	old := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{v1beta1.LabelUpgradePlan: "p"}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{ready}, NodeInfo: corev1.NodeSystemInfo{BootID: "1"}}}
+	beat := old.DeepCopy()
+	beat.Status.Conditions[0].LastHeartbeatTime = metav1.Now()
+	beat.Spec.Unschedulable = true
+	h.Update(context.Background(), update(old, beat), q)
+	if got := reuse.Changes(phase.KindNodes); got != 0 || q.Len() != 0 {
+		t.Errorf("a heartbeat and a cordon: %d changes marked and %d passes asked for, want 0 and 0", got, q.Len())
+	}
+	rebooted := beat.DeepCopy()
+	rebooted.Status.NodeInfo.BootID = "2"
+	h.Update(context.Background(), update(beat, rebooted), q)
+	if got := reuse.Changes(phase.KindNodes); got != 1 || q.Len() != 1 {
+		t.Errorf("a reboot: %d changes marked and %d passes asked for, want 1 and 1", got, q.Len())
+	}
+	h.Delete(context.Background(), event.DeleteEvent{Object: rebooted}, q)
+	if got := reuse.Changes(phase.KindNodes); got != 2 {
+		t.Errorf("a deleted node: %d changes marked, want 2", got)
+	}
+}
+
+// TestJobBookkeepingChangesNothing: the Job controller's bookkeeping
+// neither asks for a pass nor makes the next pass list the node Jobs again;
+// a Job's success does both.
+func TestJobBookkeepingChangesNothing(t *testing.T) {
+	reuse := phase.NewReuse()
+	h := changingWhenKept(reuse, phase.KindJobs, handler.EnqueueRequestsFromMapFunc(planOfLabel), predicate.Funcs{UpdateFunc: jobChangeMatters})
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	old := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Labels: map[string]string{v1beta1.LabelUpgradePlan: "p"}},
+		Status: batchv1.JobStatus{Active: 1}}
+	counted := old.DeepCopy()
+	counted.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Succeeded: []types.UID{"pod"}}
+	counted.Finalizers = []string{"batch.kubernetes.io/job-tracking"}
+	h.Update(context.Background(), update(old, counted), q)
+	if got := reuse.Changes(phase.KindJobs); got != 0 || q.Len() != 0 {
+		t.Errorf("bookkeeping: %d changes marked and %d passes asked for, want 0 and 0", got, q.Len())
+	}
+	done := counted.DeepCopy()
+	done.Status.Active, done.Status.Succeeded = 0, 1
+	done.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+	h.Update(context.Background(), update(counted, done), q)
+	if got := reuse.Changes(phase.KindJobs); got != 1 || q.Len() != 1 {
+		t.Errorf("a success: %d changes marked and %d passes asked for, want 1 and 1", got, q.Len())
 	}
 }

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"maps"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -12,7 +11,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -68,15 +66,15 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 		For(&v1beta1.UpgradePlan{}).
 		// A plan that finishes frees the upgrade slot for the plans waiting.
 		Watches(&v1beta1.UpgradePlan{}, handler.EnqueueRequestsFromMapFunc(r.waitingPlans)).
-		Watches(&batchv1.Job{}, changing(r.Reuse, phase.KindJobs, byPlanLabel, predicate.Funcs{UpdateFunc: jobChangeMatters})).
+		Watches(&batchv1.Job{}, changingWhenKept(r.Reuse, phase.KindJobs, byPlanLabel, predicate.Funcs{UpdateFunc: jobChangeMatters})).
 		Watches(&appsv1.Deployment{}, byPlanLabel).
 		Watches(&corev1.Service{}, byPlanLabel).
-		Watches(&corev1.Pod{}, byPlanLabel, builder.WithPredicates(predicate.Funcs{UpdateFunc: podChangeMatters})).
+		Watches(&corev1.Pod{}, byPlanLabel, builder.WithPredicates(predicate.Funcs{CreateFunc: podCreated, UpdateFunc: podChangeMatters})).
 		Watches(&upgradev1.Plan{}, byPlanLabel).
 		Watches(&harvesterv1beta1.VirtualMachineImage{}, handler.EnqueueRequestsFromMapFunc(r.plansOfImage)).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.plansOfEndpointSlice)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(planOfOwner)).
-		Watches(&corev1.Node{}, changing(r.Reuse, phase.KindNodes, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
+		Watches(&corev1.Node{}, changingWhenKept(r.Reuse, phase.KindNodes, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
 			predicate.Funcs{UpdateFunc: nodeChangeMatters})).
 		Watches(&corev1.Secret{}, changing(r.Reuse, phase.KindMachinePlans, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
 			predicate.NewPredicateFuncs(cluster.IsMachinePlan), predicate.Funcs{UpdateFunc: drainStateChanged}), builder.OnlyMetadata).
@@ -103,25 +101,42 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 // the events preds drop (an acknowledgement, a heartbeat) change what the
 // next pass lists without asking for a pass.
 func changing(reuse *phase.Reuse, k phase.Kind, h handler.EventHandler, preds ...predicate.Predicate) handler.EventHandler {
+	return marking(reuse, k, false, h, preds)
+}
+
+// changingWhenKept is changing for a kind whose passes read only what preds
+// compare (see phase.NodeChangeMatters and phase.JobChangeMatters): the
+// events they drop (a node's heartbeat, the Job controller's bookkeeping)
+// neither ask for a pass nor make the next one list the kind again.
+func changingWhenKept(reuse *phase.Reuse, k phase.Kind, h handler.EventHandler, preds ...predicate.Predicate) handler.EventHandler {
+	return marking(reuse, k, true, h, preds)
+}
+
+func marking(reuse *phase.Reuse, k phase.Kind, keptOnly bool, h handler.EventHandler, preds []predicate.Predicate) handler.EventHandler {
 	return handler.Funcs{
-		CreateFunc:  markThen(reuse, k, preds, predicate.Predicate.Create, h.Create),
-		UpdateFunc:  markThen(reuse, k, preds, predicate.Predicate.Update, h.Update),
-		DeleteFunc:  markThen(reuse, k, preds, predicate.Predicate.Delete, h.Delete),
-		GenericFunc: markThen(reuse, k, preds, predicate.Predicate.Generic, h.Generic),
+		CreateFunc:  markThen(reuse, k, keptOnly, preds, predicate.Predicate.Create, h.Create),
+		UpdateFunc:  markThen(reuse, k, keptOnly, preds, predicate.Predicate.Update, h.Update),
+		DeleteFunc:  markThen(reuse, k, keptOnly, preds, predicate.Predicate.Delete, h.Delete),
+		GenericFunc: markThen(reuse, k, keptOnly, preds, predicate.Predicate.Generic, h.Generic),
 	}
 }
 
 type requestQueue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 
-// markThen is changing's handling of one type of event E.
-func markThen[E any](reuse *phase.Reuse, k phase.Kind, preds []predicate.Predicate, keeps func(predicate.Predicate, E) bool,
+// markThen is marking's handling of one type of event E.
+func markThen[E any](reuse *phase.Reuse, k phase.Kind, keptOnly bool, preds []predicate.Predicate, keeps func(predicate.Predicate, E) bool,
 	h func(context.Context, E, requestQueue)) func(context.Context, E, requestQueue) {
 	return func(ctx context.Context, e E, q requestQueue) {
-		reuse.Changed(k)
+		if !keptOnly {
+			reuse.Changed(k)
+		}
 		for _, p := range preds {
 			if !keeps(p, e) {
 				return
 			}
+		}
+		if keptOnly {
+			reuse.Changed(k)
 		}
 		h(ctx, e, q)
 	}
@@ -135,56 +150,54 @@ func robustnessChanged(e event.UpdateEvent) bool {
 	return !okO || !okN || o.Status.Robustness != n.Status.Robustness
 }
 
-// nodeChangeMatters keeps the Node updates a plan decides on: readiness, the
-// OS image, boot ID and kubelet version (a reboot, RKE2's upgrade), and
-// labels (managed, witness, system-upgrade-controller's completion label).
-// Cordons, taints and heartbeats do not.
+// nodeChangeMatters keeps the Node updates a plan decides on (see
+// phase.NodeChangeMatters).
 func nodeChangeMatters(e event.UpdateEvent) bool {
 	o, okOld := e.ObjectOld.(*corev1.Node)
 	n, okNew := e.ObjectNew.(*corev1.Node)
-	if !okOld || !okNew {
-		return true
-	}
-	oi, ni := o.Status.NodeInfo, n.Status.NodeInfo
-	return cluster.NodeReady(o) != cluster.NodeReady(n) || oi.OSImage != ni.OSImage || oi.BootID != ni.BootID ||
-		oi.KubeletVersion != ni.KubeletVersion || !maps.Equal(o.Labels, n.Labels)
+	return !okOld || !okNew || phase.NodeChangeMatters(o, n)
 }
 
-// jobChangeMatters keeps the Job updates a plan decides on: its outcome
-// (conditions, counts, start and completion), suspension, deletion and
-// labels. The Job controller's bookkeeping (pods not yet counted, pods
-// terminating, finalizers) does not: with four Jobs per node, each such
-// update would be a pass over every node.
+// jobChangeMatters keeps the Job updates a plan decides on (see
+// phase.JobChangeMatters).
 func jobChangeMatters(e event.UpdateEvent) bool {
 	o, okOld := e.ObjectOld.(*batchv1.Job)
 	n, okNew := e.ObjectNew.(*batchv1.Job)
-	if !okOld || !okNew {
-		return true
-	}
-	was, is := o.Status, n.Status
-	return was.Active != is.Active || !ptr.Equal(was.Ready, is.Ready) || was.Succeeded != is.Succeeded || was.Failed != is.Failed ||
-		(was.StartTime == nil) != (is.StartTime == nil) || !was.CompletionTime.Equal(is.CompletionTime) ||
-		!ptr.Equal(o.Spec.Suspend, n.Spec.Suspend) || deletionChanged(o, n) || !maps.Equal(o.Labels, n.Labels) ||
-		!slices.EqualFunc(was.Conditions, is.Conditions, func(a, b batchv1.JobCondition) bool {
-			return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason
-		})
+	return !okOld || !okNew || phase.JobChangeMatters(o, n)
 }
 
-// podChangeMatters keeps the pod updates a plan decides on: where it runs,
-// its phase, conditions (unschedulable, ready), how its containers ended,
-// and deletion. Finalizers (the Job controller's, the log capture's) and the
-// kubelet's other reports do not.
+// podCreated: a new pod asks for no pass. Its Job's status counts it, and
+// what a plan reads of the pod itself comes later (podChangeMatters).
+func podCreated(event.CreateEvent) bool { return false }
+
+// podChangeMatters keeps the pod updates a plan decides on: the scheduler's
+// verdict (a pod it cannot place is named in the plan's progress), how its
+// containers ended (a repo that can never serve) and deletion (the cleanup
+// waits for the plan's pods). Where it runs, its phase and readiness do not:
+// the Job's status and the repo's EndpointSlices carry them, and each such
+// update would be a pass over every node.
 func podChangeMatters(e event.UpdateEvent) bool {
 	o, okOld := e.ObjectOld.(*corev1.Pod)
 	n, okNew := e.ObjectNew.(*corev1.Pod)
 	if !okOld || !okNew {
 		return true
 	}
-	return o.Spec.NodeName != n.Spec.NodeName || o.Status.Phase != n.Status.Phase || deletionChanged(o, n) ||
-		!slices.EqualFunc(o.Status.Conditions, n.Status.Conditions, func(a, b corev1.PodCondition) bool {
-			return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
-		}) ||
+	return deletionChanged(o, n) || !sameScheduled(o, n) ||
 		!slices.EqualFunc(o.Status.ContainerStatuses, n.Status.ContainerStatuses, sameContainerEnd)
+}
+
+// sameScheduled compares what the scheduler says of the pods.
+func sameScheduled(a, b *corev1.Pod) bool {
+	find := func(p *corev1.Pod) corev1.PodCondition {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled {
+				return c
+			}
+		}
+		return corev1.PodCondition{}
+	}
+	x, y := find(a), find(b)
+	return x.Status == y.Status && x.Reason == y.Reason && x.Message == y.Message
 }
 
 // sameContainerEnd compares what a container's status says of how it ended.

@@ -71,9 +71,10 @@ func (r *PlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	plan = r.Plans.Latest(plan)
 	s := &phase.Scope{
-		Plan: plan.DeepCopy(), Client: r.Client, APIReader: r.APIReader, Kube: r.Kube,
+		Client: r.Client, APIReader: r.APIReader, Kube: r.Kube,
 		Clock: r.Clock, Config: r.Config, Log: log.FromContext(ctx), PlanProgress: r.PlanProgress, Reuse: r.Reuse,
 	}
+	s.SetWorkingCopy(plan)
 
 	if plan.AwaitsRetry() {
 		return r.awaitRetry(ctx, plan, s)

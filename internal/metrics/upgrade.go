@@ -96,6 +96,11 @@ func Record(stored, written *v1beta1.UpgradePlan) {
 			phaseDuration.WithLabelValues(written.Name, step.Name).Observe(cur.PhaseTransitionTimestamp.Sub(prev.PhaseTransitionTimestamp.Time).Seconds())
 		}
 	}
+	// Most writes end no node's upgrade: then the times of all, which cost
+	// a pass over every node and a sort, are not needed.
+	if !endsANode(stored, written) {
+		return
+	}
 	wasDone := status.DoneTimes(&stored.Status)
 	done := status.DoneTimes(&written.Status)
 	took, _, _ := status.NodeUpgradeTimes(&written.Status, done)
@@ -104,6 +109,17 @@ func Record(stored, written *v1beta1.UpgradePlan) {
 			nodeUpgradeDuration.WithLabelValues(written.Name).Observe(took[n].Seconds())
 		}
 	}
+}
+
+// endsANode reports whether written records the end of a node's upgrade
+// that stored does not.
+func endsANode(stored, written *v1beta1.UpgradePlan) bool {
+	for n, ns := range written.Status.NodeUpgradeStatuses {
+		if status.Done(ns) && !status.Done(stored.Status.NodeUpgradeStatuses[n]) {
+			return true
+		}
+	}
+	return false
 }
 
 // failedJobTypes name the Job whose failure a node's failed state records.

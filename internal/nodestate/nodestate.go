@@ -127,23 +127,24 @@ const (
 	planPausedMessage = "Node upgrade held: the plan is paused (spec.paused); set spec.paused to false to resume"
 )
 
-// Decide returns the decision for every node, keyed by name. singleNode
-// selects the single-node path, which needs no Rancher request.
-func Decide(nodes []Node, singleNode bool) map[string]Decision {
+// Decide returns the decision for every node, in the order of nodes.
+// singleNode selects the single-node path, which needs no Rancher request.
+func Decide(nodes []Node, singleNode bool) []Decision {
 	busy := ""
-	for _, n := range nodes {
-		if InDrainSlot(n.State) {
-			busy = n.Name
+	for i := range nodes {
+		if InDrainSlot(nodes[i].State) {
+			busy = nodes[i].Name
 		}
 	}
-	out := make(map[string]Decision, len(nodes))
-	for _, n := range nodes {
+	out := make([]Decision, len(nodes))
+	for i := range nodes {
+		n := &nodes[i]
 		d := decide(n, singleNode, busy)
 		if !v1beta1.CanMoveNodeState(n.State, d.State) {
 			// The machine never moves a node back; keep what is recorded.
 			d = Decision{State: n.State}
 		}
-		out[n.Name] = d
+		out[i] = d
 	}
 	return out
 }
@@ -162,7 +163,7 @@ func NotStarted(s v1beta1.NodeUpgradeState) bool {
 // asks to drain it and it has not begun its upgrade.
 func (n Node) AtHealthGate() bool { return n.PreDrainRequested && NotStarted(n.State) }
 
-func decide(n Node, singleNode bool, busy string) Decision {
+func decide(n *Node, singleNode bool, busy string) Decision {
 	keep := Decision{State: n.State}
 	switch {
 	case NotStarted(n.State):
@@ -193,7 +194,7 @@ func decide(n Node, singleNode bool, busy string) Decision {
 		return jobStep(n.State, n.PreDrain, v1beta1.JobTypePreDrain, v1beta1.NodeStatePreDrained, v1beta1.NodeStatePreDrainFailed)
 
 	case n.State == v1beta1.NodeStatePreDrained:
-		return waitForRancher(n)
+		return waitForRancher(*n)
 
 	case n.State == v1beta1.NodeStatePostDraining:
 		return jobStep(n.State, n.PostDrain, v1beta1.JobTypePostDrain, v1beta1.NodeStateWaitingReboot, v1beta1.NodeStatePostDrainFailed)
@@ -206,15 +207,15 @@ func decide(n Node, singleNode bool, busy string) Decision {
 		if singleNode {
 			done, failed = v1beta1.NodeStateSingleNodeUpgraded, v1beta1.NodeStateSingleNodeUpgradeFailed
 		}
-		switch verdict, msg := Reboot(n); {
+		switch verdict, msg := Reboot(*n); {
 		case verdict == RebootDone:
 			return Decision{State: done, Message: msg}
 		case verdict == RebootFallback:
 			return Decision{State: failed, Reason: v1beta1.ReasonFallbackBoot, Message: msg}
 		case n.Overdue:
-			return Decision{State: failed, Reason: v1beta1.ReasonRebootTimeout, Message: "the node did not come back on the new OS in time: " + msg + waited(n)}
+			return Decision{State: failed, Reason: v1beta1.ReasonRebootTimeout, Message: "the node did not come back on the new OS in time: " + msg + waited(*n)}
 		default:
-			return Decision{State: n.State, Message: msg + waited(n)}
+			return Decision{State: n.State, Message: msg + waited(*n)}
 		}
 	}
 	return keep

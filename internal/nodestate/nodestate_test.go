@@ -103,7 +103,7 @@ func TestDecideOneNode(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.node.Name = "n1"
-			d := Decide([]Node{tt.node}, tt.single)["n1"]
+			d := Decide([]Node{tt.node}, tt.single)[0]
 			if d.State != tt.want || d.StartJob != tt.job || d.Reason != tt.reason {
 				t.Errorf("got %+v; want state %s, job %q, reason %q", d, tt.want, tt.job, tt.reason)
 			}
@@ -121,16 +121,16 @@ func TestAtMostOneNodeInTheDrainSlot(t *testing.T) {
 		{Name: "c", State: paused, PreDrainRequested: true},
 	}
 	got := Decide(nodes, false)
-	if got["b"].State != preloaded || got["c"].State != paused {
+	if got[1].State != preloaded || got[2].State != paused {
 		t.Fatalf("a second node entered the drain slot: %+v", got)
 	}
-	if got["b"].Message != "waiting for node a to finish its upgrade" {
-		t.Errorf("message %q", got["b"].Message)
+	if got[1].Message != "waiting for node a to finish its upgrade" {
+		t.Errorf("message %q", got[1].Message)
 	}
 	// Once a is out of the slot, b may go.
 	nodes[0].State = postDrained
-	if got := Decide(nodes, false); got["b"].State != preDraining {
-		t.Errorf("b did not start after a finished: %+v", got["b"])
+	if got := Decide(nodes, false); got[1].State != preDraining {
+		t.Errorf("b did not start after a finished: %+v", got[1])
 	}
 }
 
@@ -151,7 +151,7 @@ func TestEveryOrderOfEventsIsForwardOnly(t *testing.T) {
 						}
 						// The rules themselves, not Decide's guard against a
 						// backward move, must move forward only.
-						d := decide(n, single, "")
+						d := decide(&n, single, "")
 						if !v1beta1.CanMoveNodeState(state, d.State) {
 							t.Fatalf("%+v (single=%v) moved back to %s", n, single, d.State)
 						}

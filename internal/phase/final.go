@@ -70,7 +70,7 @@ func nodesUpgradedCheck(rm *v1beta1.ReleaseMetadata, nodes []corev1.Node) check 
 	}
 	if len(off) > 0 {
 		return pendingCheck(checkNodesUpgraded, "%d of %d nodes are not Ready on %q with kubelet %s: %s",
-			len(off), len(nodes), target.OSImage, target.KubeletVersion, truncateList(off))
+			len(off), len(nodes), target.OSImage, target.KubeletVersion, list(off))
 	}
 	return passed(checkNodesUpgraded, "all %d nodes Ready on %q with kubelet %s", len(nodes), target.OSImage, target.KubeletVersion)
 }
@@ -100,16 +100,7 @@ func (s *Scope) settingsRestoredCheck(r cleanupReport) check {
 // the repo); the restore-vm record stays with the plan on purpose.
 func nothingLeftCheck(left []string) check {
 	if len(left) > 0 {
-		return pendingCheck(checkNothingLeft, "waiting for %s to be deleted", truncateList(left))
+		return pendingCheck(checkNothingLeft, "waiting for %s to be deleted", list(left))
 	}
 	return passed(checkNothingLeft, "no Job, Plan, repo or image of the plan left")
-}
-
-// truncateList joins names for a message, at most ten of them.
-func truncateList(items []string) string {
-	const most = 10
-	if len(items) <= most {
-		return strings.Join(items, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(items[:most], ", "), len(items)-most)
 }

@@ -116,7 +116,7 @@ func (s *Scope) holdAtHealthGate(node, message string) (string, string) {
 	if st.HealthGateSince == nil && ok {
 		now := metav1.NewTime(s.Now())
 		st.HealthGateSince = &now
-		s.Plan.Status.NodeUpgradeStatuses[node] = st
+		s.putNode(node, st)
 	}
 	if st.HealthGateSince == nil {
 		return message, ""

@@ -133,8 +133,10 @@ func trackNodePlan(ctx context.Context, s *Scope, nodes []corev1.Node, m nodePla
 		}
 	}
 	var failure string
-	for _, n := range nodes {
-		if h := sucPlan.Status.LatestHash; h != "" && n.Labels[cluster.LabelSUCPlanNode(m.plan)] == h {
+	finishedLabel := cluster.LabelSUCPlanNode(m.plan)
+	for i := range nodes {
+		n := &nodes[i]
+		if h := sucPlan.Status.LatestHash; h != "" && n.Labels[finishedLabel] == h {
 			s.setNodeState(n.Name, m.done, "", "")
 			continue
 		}
@@ -174,7 +176,8 @@ func trackNodePlan(ctx context.Context, s *Scope, nodes []corev1.Node, m nodePla
 		return Fail("%s", failure), nil
 	}
 	var pending []string
-	for _, n := range nodes {
+	for i := range nodes {
+		n := &nodes[i]
 		if s.nodeState(n.Name) != m.done {
 			pending = append(pending, n.Name)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -109,10 +110,22 @@ func detectSingleNode(ctx context.Context, s *Scope) (Result, error) {
 // managedNodes lists the nodes Harvester manages, sorted by name so that
 // messages built from them do not change from one pass to the next. The
 // nodes are the cache's own: read them, never change them.
-// The slice is shared by the passes that follow, until a Node changes:
-// nothing may change it.
+// The slice is shared by the passes that follow, until a Node changes in a
+// way NodeChangeMatters keeps: nothing may change it, and nothing may read
+// in it what NodeChangeMatters does not compare.
 func managedNodes(ctx context.Context, s *Scope) ([]corev1.Node, error) {
 	return reuse(s.Reuse, "managed-nodes", func() ([]corev1.Node, error) { return listManagedNodes(ctx, s) }, KindNodes)
+}
+
+// NodeChangeMatters reports whether a Node's update changes what a plan
+// reads of it in managedNodes: readiness, the OS image, boot ID and kubelet
+// version (a reboot, RKE2's upgrade), and labels (managed, witness,
+// system-upgrade-controller's completion label). Cordons, taints,
+// annotations and heartbeats do not.
+func NodeChangeMatters(o, n *corev1.Node) bool {
+	oi, ni := o.Status.NodeInfo, n.Status.NodeInfo
+	return cluster.NodeReady(o) != cluster.NodeReady(n) || oi.OSImage != ni.OSImage || oi.BootID != ni.BootID ||
+		oi.KubeletVersion != ni.KubeletVersion || !maps.Equal(o.Labels, n.Labels)
 }
 
 func listManagedNodes(ctx context.Context, s *Scope) ([]corev1.Node, error) {
@@ -151,7 +164,8 @@ func checkDiskSpace(ctx context.Context, s *Scope) (Result, error) {
 	}
 	var disks []preflight.NodeDisk
 	var unreachable []string
-	for _, n := range nodes {
+	for i := range nodes {
+		n := &nodes[i]
 		d, err := preflight.GatherNodeDisk(ctx, s.Config.Kubelet, n.Name)
 		if err != nil {
 			unreachable = append(unreachable, err.Error())

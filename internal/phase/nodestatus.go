@@ -1,6 +1,7 @@
 package phase
 
 import (
+	"fmt"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,16 +21,13 @@ func (s *Scope) setNodeState(node string, state v1beta1.NodeUpgradeState, reason
 	if !v1beta1.CanMoveNodeState(cur.State, state) {
 		return false
 	}
-	if st.NodeUpgradeStatuses == nil {
-		st.NodeUpgradeStatuses = map[string]v1beta1.NodeUpgradeStatus{}
-	}
 	next := cur
 	next.State, next.Reason, next.Message = state, reason, message
 	if cur.State != state {
 		now := metav1.NewTime(s.Now())
 		next.LastTransitionTime = &now
 	}
-	st.NodeUpgradeStatuses[node] = next
+	s.putNode(node, next)
 	return true
 }
 
@@ -38,13 +36,21 @@ func (s *Scope) nodeState(node string) v1beta1.NodeUpgradeState {
 	return s.Plan.Status.NodeUpgradeStatuses[node].State
 }
 
-// list joins names for a message.
-func list(names []string) string { return strings.Join(names, ", ") }
+// list joins names for a message, at most ten of them: a message must not
+// grow with the cluster (it is written with the plan's status on every
+// change of it).
+func list(names []string) string {
+	const most = 10
+	if len(names) <= most {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
+}
 
 // recordBoot records the boot ID and OS image a node reports as its OS
 // upgrade begins.
 func (s *Scope) recordBoot(node, bootID, osImage string) {
 	st := s.Plan.Status.NodeUpgradeStatuses[node]
 	st.PreviousBootID, st.PreviousOSImage = bootID, osImage
-	s.Plan.Status.NodeUpgradeStatuses[node] = st
+	s.putNode(node, st)
 }

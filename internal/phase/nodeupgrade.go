@@ -44,7 +44,8 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 	}
 	singleNode := s.Plan.Status.SingleNode != nil
 	// Nodes the preload skipped or missed start from ImagePreloaded.
-	for _, n := range nodes {
+	for i := range nodes {
+		n := &nodes[i]
 		if s.nodeState(n.Name) == "" {
 			s.setNodeState(n.Name, v1beta1.NodeStateImagePreloaded, "", "")
 		}
@@ -62,8 +63,8 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 	}
 	decisions := nodestate.Decide(obs.nodes, singleNode)
 	var failure string
-	for _, n := range obs.nodes {
-		d := decisions[n.Name]
+	for i := range obs.nodes {
+		n, d := &obs.nodes[i], decisions[i]
 		before := s.Plan.Status.NodeUpgradeStatuses[n.Name].Message
 		if d.HealthGate {
 			var overdue string
@@ -190,13 +191,14 @@ func (s *Scope) nodeFailure(ctx context.Context, node string, d nodestate.Decisi
 // nodeUpgradeProgress says whether the phase is done and, if not, what it
 // waits for.
 func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs *observation, restoring []string) Result {
-	var done, paused, todo []string
-	active, unscheduled := "", false
-	for _, n := range nodes {
+	var paused, todo []string
+	active, unscheduled, done := "", false, 0
+	for i := range nodes {
+		n := &nodes[i]
 		st := s.nodeState(n.Name)
 		switch {
 		case nodestate.Upgraded(st):
-			done = append(done, n.Name)
+			done++
 		case st == v1beta1.NodeStateUpgradePaused && s.Plan.HoldsNode(n.Name):
 			paused = append(paused, n.Name)
 		case nodestate.InDrainSlot(st) || st == v1beta1.NodeStateSingleNodeUpgrading:
@@ -215,10 +217,10 @@ func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs
 			todo = append(todo, n.Name)
 		}
 	}
-	if len(done) == len(nodes) && len(obs.postDrainPending) == 0 && len(restoring) == 0 {
+	if done == len(nodes) && len(obs.postDrainPending) == 0 && len(restoring) == 0 {
 		return Done()
 	}
-	parts := []string{fmt.Sprintf("%d of %d nodes upgraded", len(done), len(nodes))}
+	parts := []string{fmt.Sprintf("%d of %d nodes upgraded", done, len(nodes))}
 	if s.Plan.IsPaused() {
 		if active == "" && len(restoring) == 0 && len(obs.postDrainPending) == 0 {
 			return Hold("paused (spec.paused) during NodeUpgrade: %s, no node under way; set spec.paused to false to resume", parts[0])
@@ -231,7 +233,7 @@ func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs
 	if len(paused) > 0 && !s.Plan.IsPaused() {
 		parts = append(parts, "node upgrade paused: "+list(paused))
 	}
-	if len(done) == len(nodes) && len(obs.postDrainPending) > 0 {
+	if done == len(nodes) && len(obs.postDrainPending) > 0 {
 		parts = append(parts, "waiting for Rancher to finish the last node (machine-plan Secret "+list(obs.postDrainPending)+" still has "+cluster.AnnotationRancherPostDrain+")")
 	} else if active == "" && len(paused) == 0 && len(todo) > 0 && s.Plan.Status.SingleNode == nil {
 		parts = append(parts, "waiting for Rancher to start on the next node ("+list(todo)+")")

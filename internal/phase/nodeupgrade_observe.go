@@ -3,11 +3,13 @@ package phase
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -28,8 +30,25 @@ type observation struct {
 	nextDeadline time.Time
 }
 
+// JobChangeMatters reports whether a Job's update changes what a plan reads
+// of it (nodeJobs, the node-jobs list it shares between passes): its
+// outcome (conditions, counts, start and completion), suspension, deletion
+// and labels. The Job controller's bookkeeping (pods not yet counted, pods
+// terminating, finalizers) does not: with four Jobs per node, each such
+// update would be a pass over every node.
+func JobChangeMatters(o, n *batchv1.Job) bool {
+	was, is := o.Status, n.Status
+	return was.Active != is.Active || !ptr.Equal(was.Ready, is.Ready) || was.Succeeded != is.Succeeded || was.Failed != is.Failed ||
+		(was.StartTime == nil) != (is.StartTime == nil) || !was.CompletionTime.Equal(is.CompletionTime) ||
+		!ptr.Equal(o.Spec.Suspend, n.Spec.Suspend) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
+		!maps.Equal(o.Labels, n.Labels) ||
+		!slices.EqualFunc(was.Conditions, is.Conditions, func(a, b batchv1.JobCondition) bool {
+			return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
+		})
+}
+
 // nodeJobs reads the plan's node Jobs by type and node, from the cache: read
-// them, never change them.
+// them, never change them, and read only what JobChangeMatters compares.
 func nodeJobs(ctx context.Context, s *Scope) (map[string]map[string]*batchv1.Job, error) {
 	var jobs batchv1.JobList
 	// Read-only lists of the cache's own objects: no copies.

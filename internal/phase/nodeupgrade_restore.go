@@ -31,9 +31,10 @@ func restoreVMs(ctx context.Context, s *Scope, nodes []corev1.Node, obs *observa
 		return nil, err
 	}
 	var running []string
-	for _, n := range nodes {
+	for i := range nodes {
+		n := &nodes[i]
 		st := s.Plan.Status.NodeUpgradeStatuses[n.Name]
-		if !nodestate.Upgraded(st.State) || strings.TrimSpace(cm.Data[n.Name]) == "" || cluster.IsWitness(&n) {
+		if !nodestate.Upgraded(st.State) || strings.TrimSpace(cm.Data[n.Name]) == "" || cluster.IsWitness(n) {
 			continue
 		}
 		j := obs.jobs[v1beta1.JobTypeRestoreVM][n.Name]

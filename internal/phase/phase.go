@@ -9,6 +9,7 @@ package phase
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -121,6 +122,35 @@ type Scope struct {
 	Reuse *Reuse
 	// Events are recorded after the status write.
 	Events []Event
+	// sharedNodes: Plan's node map is still the one of the plan it was
+	// copied from (SetWorkingCopy); putNode copies it before the first
+	// change.
+	sharedNodes bool
+}
+
+// SetWorkingCopy makes the pass's Plan a copy of plan, which may be the
+// cache's own: a deep copy, but for the node map (an entry per node), which
+// stays shared until the pass first changes an entry (putNode). Most passes
+// change a node or none, and a copy of every entry on each pass was the
+// largest cost of a pass on a large cluster.
+func (s *Scope) SetWorkingCopy(plan *v1beta1.UpgradePlan) {
+	rest := *plan
+	rest.Status.NodeUpgradeStatuses = nil
+	s.Plan = rest.DeepCopy()
+	s.Plan.Status.NodeUpgradeStatuses = plan.Status.NodeUpgradeStatuses
+	s.sharedNodes = true
+}
+
+// putNode records a node's entry: every change of the node map goes
+// through here, so that a shared map is copied first.
+func (s *Scope) putNode(node string, ns v1beta1.NodeUpgradeStatus) {
+	st := &s.Plan.Status
+	if s.sharedNodes || st.NodeUpgradeStatuses == nil {
+		owned := make(map[string]v1beta1.NodeUpgradeStatus, len(st.NodeUpgradeStatuses)+1)
+		maps.Copy(owned, st.NodeUpgradeStatuses)
+		st.NodeUpgradeStatuses, s.sharedNodes = owned, false
+	}
+	st.NodeUpgradeStatuses[node] = ns
 }
 
 // Now returns the current time, truncated to the second the API stores.

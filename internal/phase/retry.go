@@ -103,7 +103,7 @@ func Resume(ctx context.Context, s *Scope, retry string) error {
 				ns.PreviousBootID, ns.PreviousOSImage = n.Status.NodeInfo.BootID, n.Status.NodeInfo.OSImage
 			}
 		}
-		st.NodeUpgradeStatuses[node] = ns
+		s.putNode(node, ns)
 	}
 	f.RetriedAt, f.Retry, f.Nodes = &now, retry, moved
 	st.ObservedRetry = retry

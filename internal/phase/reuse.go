@@ -21,9 +21,11 @@ const (
 // the plan's own status): reading and copying every list again on each is
 // what made a pass's cost grow with the cluster.
 //
-// The watches mark a kind changed (Changed) on every event of it, before the
-// event asks for a pass: a pass asked for by a change always derives afresh
-// from a cache that holds it. The zero value is not usable; a nil *Reuse
+// The watches mark a kind changed (Changed) on every event of it that may
+// change what the passes read of it (for Nodes and Jobs, what
+// NodeChangeMatters and JobChangeMatters compare; for the others, every
+// event), before the event asks for a pass: a pass asked for by a change
+// always derives afresh from a cache that holds it. The zero value is not usable; a nil *Reuse
 // derives on every pass.
 type Reuse struct {
 	mu      sync.Mutex

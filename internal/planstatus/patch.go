@@ -2,6 +2,7 @@ package planstatus
 
 import (
 	"encoding/json"
+	"reflect"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 
@@ -38,15 +39,24 @@ const nodeStatusesKey = "nodeUpgradeStatuses"
 // and to as the API server stores it.
 func statusMergePatch(from, to *v1beta1.UpgradePlanStatus) (map[string]json.RawMessage, v1beta1.UpgradePlanStatus, error) {
 	var applied v1beta1.UpgradePlanStatus
-	// Everything but the per-node map: small, compared whole.
+	// Everything but the per-node map, the fields that changed only: most
+	// writes change a condition and a node's entry, and the release
+	// metadata, the version and the settings need not go through JSON on
+	// each of them.
 	fromRest, toRest := *from, *to
 	fromRest.NodeUpgradeStatuses, toRest.NodeUpgradeStatuses = nil, nil
+	unchanged := dropUnchanged(&fromRest, &toRest)
 	rest, toJSON, err := mergePatch(fromRest, toRest)
 	if err != nil {
 		return nil, applied, err
 	}
 	if err := json.Unmarshal(toJSON, &applied); err != nil {
 		return nil, applied, err
+	}
+	// What did not change is the server's own.
+	a, f := reflect.ValueOf(&applied).Elem(), reflect.ValueOf(from).Elem()
+	for _, i := range unchanged {
+		a.Field(i).Set(f.Field(i))
 	}
 	patch := map[string]json.RawMessage{}
 	if err := json.Unmarshal(rest, &patch); err != nil {
@@ -90,6 +100,23 @@ func statusMergePatch(from, to *v1beta1.UpgradePlanStatus) (map[string]json.RawM
 		}
 	}
 	return patch, applied, nil
+}
+
+// dropUnchanged zeroes, in both a and b, each field that is the same in
+// both, and returns their indexes.
+func dropUnchanged(a, b *v1beta1.UpgradePlanStatus) []int {
+	av, bv := reflect.ValueOf(a).Elem(), reflect.ValueOf(b).Elem()
+	var same []int
+	for i := range av.NumField() {
+		af, bf := av.Field(i), bv.Field(i)
+		if af.IsZero() && bf.IsZero() || !reflect.DeepEqual(af.Interface(), bf.Interface()) {
+			continue
+		}
+		af.SetZero()
+		bf.SetZero()
+		same = append(same, i)
+	}
+	return same
 }
 
 // sameEntry compares two node entries without reflection: every pass

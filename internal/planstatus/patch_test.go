@@ -22,9 +22,11 @@ func TestStatusPatch(t *testing.T) {
 	at := metav1.Date(2026, 11, 25, 10, 0, 0, 0, metav1.Now().Location())
 	stored := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: "p", ResourceVersion: "42"},
 		Status: v1beta1.UpgradePlanStatus{
-			CurrentPhase: v1beta1.PhaseNodeUpgrading,
-			SingleNode:   ptr.To("n0"),
-			Conditions:   []metav1.Condition{{Type: "Progressing", Status: "True", Reason: "NodeUpgrade", LastTransitionTime: at}},
+			CurrentPhase:    v1beta1.PhaseNodeUpgrading,
+			SingleNode:      ptr.To("n0"),
+			PreviousVersion: ptr.To("v1.7.0"),
+			ReleaseMetadata: &v1beta1.ReleaseMetadata{Harvester: "v1.8.0", OS: "Harvester v1.8.0", Kubernetes: "v1.34.4+rke2r1"},
+			Conditions:      []metav1.Condition{{Type: "Progressing", Status: "True", Reason: "NodeUpgrade", LastTransitionTime: at}},
 			NodeUpgradeStatuses: map[string]v1beta1.NodeUpgradeStatus{
 				"n1": {State: v1beta1.NodeStatePreDrained, Reason: "Waiting", Message: "drain error", LastTransitionTime: &at, HealthGateSince: &at},
 				"n2": {State: v1beta1.NodeStateImagePreloaded},
@@ -50,6 +52,11 @@ func TestStatusPatch(t *testing.T) {
 			st.Conditions = append(st.Conditions, metav1.Condition{Type: "Degraded", Status: "False", Reason: "ReconcileSuccess", LastTransitionTime: at})
 		},
 		"every node gone": func(st *v1beta1.UpgradePlanStatus) { st.NodeUpgradeStatuses = nil },
+		"a field of the release metadata changed, one gone": func(st *v1beta1.UpgradePlanStatus) {
+			st.ReleaseMetadata.Kubernetes = "v1.34.5+rke2r1"
+			st.ReleaseMetadata.OS = ""
+		},
+		"a field gone": func(st *v1beta1.UpgradePlanStatus) { st.PreviousVersion = nil },
 	} {
 		t.Run(name, func(t *testing.T) {
 			working := stored.DeepCopy()
@@ -98,6 +105,9 @@ func TestStatusPatch(t *testing.T) {
 			// decodes: times to the second.
 			if !equality.Semantic.DeepEqual(applied, got.Status) {
 				t.Errorf("applied status\n%+v\nbut the server would hold\n%+v", applied, got.Status)
+			}
+			if _, sent := envelope.Status["releaseMetadata"]; sent && equality.Semantic.DeepEqual(working.Status.ReleaseMetadata, stored.Status.ReleaseMetadata) {
+				t.Errorf("patch %s carries the release metadata, which did not change", data)
 			}
 			for node, st := range stored.Status.NodeUpgradeStatuses {
 				if now, ok := working.Status.NodeUpgradeStatuses[node]; ok && equality.Semantic.DeepEqual(now, st) &&

@@ -202,13 +202,19 @@ func inUpgrade(s v1beta1.NodeUpgradeState) bool {
 	return false
 }
 
+// Done reports whether a node's entry records the end of its upgrade (see
+// DoneTimes).
+func Done(ns v1beta1.NodeUpgradeStatus) bool {
+	return upgradedStates[ns.State] && ns.LastTransitionTime != nil
+}
+
 // DoneTimes are the times the status records for the end of each node's
 // upgrade: the transition into PostDrained or SingleNodeUpgraded, while the
 // node is still in it.
 func DoneTimes(st *v1beta1.UpgradePlanStatus) map[string]time.Time {
 	done := map[string]time.Time{}
 	for n, ns := range st.NodeUpgradeStatuses {
-		if upgradedStates[ns.State] && ns.LastTransitionTime != nil {
+		if Done(ns) {
 			done[n] = ns.LastTransitionTime.Time
 		}
 	}

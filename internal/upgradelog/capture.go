@@ -185,7 +185,9 @@ func (c *capturer) reconcile(ctx context.Context, req reconcile.Request) (reconc
 	}
 	planName := pod.Labels[v1beta1.LabelUpgradePlan]
 	plan := &v1beta1.UpgradePlan{}
-	if err := c.c.Get(ctx, client.ObjectKey{Name: planName}, plan); err != nil {
+	// Read only, and large on a large cluster (a status entry per node):
+	// the cache's own, not a copy.
+	if err := c.c.Get(ctx, client.ObjectKey{Name: planName}, plan, client.UnsafeDisableDeepCopy); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -23,10 +24,13 @@ import (
 )
 
 // ensureUpgradeLog returns the plan's UpgradeLog, made if missing: named
-// after the plan and owned by it, so that it goes with the plan.
+// after the plan and owned by it, so that it goes with the plan. It may be
+// the cache's own: read it, never change it.
 func ensureUpgradeLog(ctx context.Context, c client.Client, plan *v1beta1.UpgradePlan) (*v1beta1.UpgradeLog, error) {
 	ul := &v1beta1.UpgradeLog{}
-	err := c.Get(ctx, client.ObjectKey{Name: plan.Name}, ul)
+	// The cache's own, not a copy: the caller reads only its identity, and
+	// its status lists every log.
+	err := c.Get(ctx, client.ObjectKey{Name: plan.Name}, ul, client.UnsafeDisableDeepCopy)
 	if err == nil {
 		return ul, nil
 	}
@@ -92,7 +96,9 @@ func setupStatus(mgr ctrl.Manager) error {
 
 func (w *statusWriter) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	ul := &v1beta1.UpgradeLog{}
-	if err := w.c.Get(ctx, req.NamespacedName, ul); err != nil {
+	// The cache's own, read only: most passes write nothing, and the status
+	// lists every log. A copy is made to write.
+	if err := w.c.Get(ctx, req.NamespacedName, ul, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	// Within the interval, not even the summary is made: each save of a
@@ -109,7 +115,7 @@ func (w *statusWriter) Reconcile(ctx context.Context, req reconcile.Request) (re
 		return reconcile.Result{}, err
 	}
 	st := Summarize(cms.Items)
-	st.Conditions = ul.Status.Conditions
+	st.Conditions = slices.Clone(ul.Status.Conditions)
 	truncated := 0
 	for _, l := range st.Logs {
 		if l.Truncated {
@@ -126,7 +132,7 @@ func (w *statusWriter) Reconcile(ctx context.Context, req reconcile.Request) (re
 	if reflect.DeepEqual(st, ul.Status) {
 		return reconcile.Result{}, nil
 	}
-	ul.Status = st
+	ul = &v1beta1.UpgradeLog{ObjectMeta: *ul.ObjectMeta.DeepCopy(), Spec: ul.Spec, Status: st}
 	if err := w.c.Status().Update(ctx, ul); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
