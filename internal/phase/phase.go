@@ -131,8 +131,9 @@ type Scope struct {
 // SetWorkingCopy makes the pass's Plan a copy of plan, which may be the
 // cache's own: a deep copy, but for the node map (an entry per node), which
 // stays shared until the pass first changes an entry (putNode). Most passes
-// change a node or none, and a copy of every entry on each pass was the
-// largest cost of a pass on a large cluster.
+// change no entry (they write a condition, or nothing), and a copy of every
+// entry on each of them cost a large cluster more than the rest of the
+// plan's copy.
 func (s *Scope) SetWorkingCopy(plan *v1beta1.UpgradePlan) {
 	rest := *plan
 	rest.Status.NodeUpgradeStatuses = nil
