@@ -94,13 +94,13 @@ func (s *Store) WriteStatus(ctx context.Context, stored, working *v1beta1.Upgrad
 // decide on the plan as it was before the write and send the same patch
 // again, which the API server refuses (a conflict) after reading the whole
 // plan. The known plan is never behind the cache: every plan the cache gets
-// (the list, the watch) is known first. Like cached, what it returns is
-// shared (a known plan is replaced, never changed): read it, never change it.
+// (the list, the watch) is known first. It returns cached itself or a copy
+// of its own.
 func (s *Store) Latest(cached *v1beta1.UpgradePlan) *v1beta1.UpgradePlan {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if known := s.known[cached.Name]; known != nil && known.ResourceVersion != cached.ResourceVersion {
-		return known
+		return known.DeepCopy()
 	}
 	return cached
 }
