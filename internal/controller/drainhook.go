@@ -8,6 +8,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -146,7 +147,26 @@ func SetupDrainHook(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(DrainHookControllerName).
 		For(&corev1.Secret{}, builder.OnlyMetadata, builder.WithPredicates(predicate.NewPredicateFuncs(cluster.IsMachinePlan))).
-		Watches(&v1beta1.UpgradePlan{}, handler.EnqueueRequestsFromMapFunc(r.secretsToAcknowledge)).
+		Watches(&v1beta1.UpgradePlan{}, handler.EnqueueRequestsFromMapFunc(r.secretsToAcknowledge),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: nodeReachedAck})).
 		Watches(&capiv1beta1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.secretOfMachine)).
 		Complete(r)
+}
+
+// nodeReachedAck keeps the plan updates that move a node into a state whose
+// drain hook is acknowledged, or change the phase: the other writes of the
+// plan (most of them) allow no new acknowledgement, and each would be a look
+// at every machine-plan Secret.
+func nodeReachedAck(e event.UpdateEvent) bool {
+	o, okOld := e.ObjectOld.(*v1beta1.UpgradePlan)
+	n, okNew := e.ObjectNew.(*v1beta1.UpgradePlan)
+	if !okOld || !okNew || o.Status.CurrentPhase != n.Status.CurrentPhase {
+		return true
+	}
+	for name, st := range n.Status.NodeUpgradeStatuses {
+		if pre, post := nodestate.Acknowledged(st.State); (pre || post) && o.Status.NodeUpgradeStatuses[name].State != st.State {
+			return true
+		}
+	}
+	return false
 }

@@ -177,3 +177,34 @@ func TestJobBookkeepingChangesNothing(t *testing.T) {
 		t.Errorf("a success: %d changes marked and %d passes asked for, want 1 and 1", got, q.Len())
 	}
 }
+
+// TestNodeReachedAck: the drain-hook reconciler looks at the machine plans
+// when a node enters a state whose hook it acknowledges, or the phase
+// changes; not on the plan's other writes.
+func TestNodeReachedAck(t *testing.T) {
+	plan := func(phase v1beta1.UpgradePlanPhase, states map[string]v1beta1.NodeUpgradeState, msg string) *v1beta1.UpgradePlan {
+		p := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+		p.Status.CurrentPhase = phase
+		p.Status.NodeUpgradeStatuses = map[string]v1beta1.NodeUpgradeStatus{}
+		for n, s := range states {
+			p.Status.NodeUpgradeStatuses[n] = v1beta1.NodeUpgradeStatus{State: s, Message: msg}
+		}
+		return p
+	}
+	nodes := v1beta1.PhaseNodeUpgrading
+	was := map[string]v1beta1.NodeUpgradeState{"n1": v1beta1.NodeStatePreDraining, "n2": v1beta1.NodeStateImagePreloaded}
+	for name, tc := range map[string]struct {
+		old, new *v1beta1.UpgradePlan
+		want     bool
+	}{
+		"a message":           {plan(nodes, was, ""), plan(nodes, was, "evacuating"), false},
+		"a node pre-draining": {plan(nodes, was, ""), plan(nodes, map[string]v1beta1.NodeUpgradeState{"n1": v1beta1.NodeStatePreDraining, "n2": v1beta1.NodeStatePreDraining}, ""), false},
+		"a node pre-drained":  {plan(nodes, was, ""), plan(nodes, map[string]v1beta1.NodeUpgradeState{"n1": v1beta1.NodeStatePreDrained, "n2": v1beta1.NodeStateImagePreloaded}, ""), true},
+		"a node post-drained": {plan(nodes, was, ""), plan(nodes, map[string]v1beta1.NodeUpgradeState{"n1": v1beta1.NodeStatePostDrained, "n2": v1beta1.NodeStateImagePreloaded}, ""), true},
+		"the phase":           {plan(v1beta1.PhaseImagePreloaded, was, ""), plan(nodes, was, ""), true},
+	} {
+		if got := nodeReachedAck(update(tc.old, tc.new)); got != tc.want {
+			t.Errorf("%s: nodeReachedAck = %v, want %v", name, got, tc.want)
+		}
+	}
+}

@@ -5,11 +5,13 @@ package manager
 import (
 	"fmt"
 	"time"
+	"unique"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -199,38 +201,51 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 // Status is never written from the cache.
 func stripNode(obj any) (any, error) {
 	if n, ok := obj.(*corev1.Node); ok {
-		n.ManagedFields = nil
+		shareMeta(&n.ObjectMeta)
 		n.Status = corev1.NodeStatus{Conditions: n.Status.Conditions, Phase: n.Status.Phase, NodeInfo: n.Status.NodeInfo}
 	}
 	return obj, nil
 }
 
-// stripJob drops the pod template of a cached Job: the manager only
-// creates Jobs and reads their labels and status, and with four Jobs per
-// node (preload, pre-drain, post-drain, cleanup) the templates would be
-// most of what it caches on a large cluster.
+// stripJob keeps of a cached Job's spec whether it is suspended: the
+// manager only creates Jobs and reads their labels, status and suspension,
+// and with four Jobs per node (preload, pre-drain, post-drain, cleanup) the
+// pod templates, selectors and failure policies would be much of what it
+// caches on a large cluster.
 func stripJob(obj any) (any, error) {
 	if j, ok := obj.(*batchv1.Job); ok {
-		j.ManagedFields = nil
-		j.Spec.Template = corev1.PodTemplateSpec{}
+		shareMeta(&j.ObjectMeta)
+		j.Spec = batchv1.JobSpec{Suspend: j.Spec.Suspend}
 	}
 	return obj, nil
 }
 
 // stripPod keeps of a cached pod (an upgrade's Job's) what the manager
 // reads: its metadata, the node it runs on, its containers' names and images,
-// and its status. The rest of the spec (volumes, environment, tolerations,
-// affinity) is most of a pod, and an upgrade has four per node; the pods are
-// changed only by patches computed from the cached copy (finalizers), which
-// carry just the change.
+// its phase, the scheduler's verdict and how its containers run and ended.
+// The rest of the spec (volumes, environment, tolerations, affinity) is most
+// of a pod, and an upgrade has four per node; the pods are changed only by
+// patches computed from the cached copy (finalizers), which carry just the
+// change.
 func stripPod(obj any) (any, error) {
 	if p, ok := obj.(*corev1.Pod); ok {
-		p.ManagedFields = nil
+		shareMeta(&p.ObjectMeta)
 		p.Spec = corev1.PodSpec{
 			NodeName:       p.Spec.NodeName,
 			InitContainers: containerNames(p.Spec.InitContainers),
 			Containers:     containerNames(p.Spec.Containers),
 		}
+		st := corev1.PodStatus{
+			Phase:                 p.Status.Phase,
+			InitContainerStatuses: containerStates(p.Status.InitContainerStatuses),
+			ContainerStatuses:     containerStates(p.Status.ContainerStatuses),
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled {
+				st.Conditions = []corev1.PodCondition{c}
+			}
+		}
+		p.Status = st
 	}
 	return obj, nil
 }
@@ -243,19 +258,80 @@ func containerNames(cs []corev1.Container) []corev1.Container {
 	return out
 }
 
+// containerStates keeps of containers' statuses their names, states and
+// restarts, not their IDs, mounts and resources.
+func containerStates(cs []corev1.ContainerStatus) []corev1.ContainerStatus {
+	if cs == nil {
+		return nil
+	}
+	out := make([]corev1.ContainerStatus, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, corev1.ContainerStatus{Name: c.Name, Image: c.Image, State: c.State, LastTerminationState: c.LastTerminationState,
+			Ready: c.Ready, Started: c.Started, RestartCount: c.RestartCount})
+	}
+	return out
+}
+
 // stripLogText drops the text of a cached log ConfigMap (the capture's):
 // the capture reads from the cache only what the labels and annotations say
 // of each log, and writes each log whole; at hundreds of nodes the texts
 // would be much of what the manager holds.
 func stripLogText(obj any) (any, error) {
 	if cm, ok := obj.(*corev1.ConfigMap); ok {
-		cm.ManagedFields = nil
+		shareMeta(&cm.ObjectMeta)
 		if cm.Labels[v1beta1.LabelUpgradeLog] != "" {
 			cm.BinaryData = nil
 		}
 	}
 	return obj, nil
 }
+
+// stripMeta is the transform of the kinds with an object per node that the
+// manager reads only the metadata of (machine-plan Secrets) or reads little
+// of beyond it (Machines): shareMeta.
+func stripMeta(obj any) (any, error) {
+	if o, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		if m, ok := o.GetObjectMeta().(*metav1.ObjectMeta); ok {
+			shareMeta(m)
+		}
+	}
+	return obj, nil
+}
+
+// shareMeta drops a cached object's managedFields and makes the strings its
+// metadata repeats across objects (its namespace, the keys of its labels and
+// annotations, the values of its labels, its owners' kinds) share one copy
+// each: the API's decoder gives every object its own, and the objects of
+// which there is one per node and per upgrade pod (Nodes, Jobs, pods, log
+// ConfigMaps, machine plans) repeat them by the thousand. Values of
+// annotations are mostly the object's own and stay as they are.
+func shareMeta(m *metav1.ObjectMeta) {
+	m.ManagedFields = nil
+	m.Namespace = shared(m.Namespace)
+	m.Labels = shareMap(m.Labels, true)
+	m.Annotations = shareMap(m.Annotations, false)
+	for i := range m.OwnerReferences {
+		o := &m.OwnerReferences[i]
+		o.APIVersion, o.Kind = shared(o.APIVersion), shared(o.Kind)
+	}
+}
+
+func shareMap(in map[string]string, values bool) map[string]string {
+	if len(in) == 0 {
+		return in
+	}
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		if values {
+			v = shared(v)
+		}
+		out[shared(k)] = v
+	}
+	return out
+}
+
+// shared returns the one copy of s that every cached object refers to.
+func shared(s string) string { return unique.Make(s).Value() }
 
 // What leader election needs: the Lease, and the events it records on it.
 //
@@ -320,6 +396,8 @@ func cacheOptions(upgradeLog bool, plans *planstatus.Store) cache.Options {
 	pods.Transform = stripPod
 	configMaps := harvester
 	configMaps.Transform = stripLogText
+	machines := in(cluster.FleetLocalNamespace)
+	machines.Transform = stripMeta
 	return cache.Options{
 		// Plans are watched as metadata and read whole only when someone
 		// else changed them (planstatus).
@@ -334,7 +412,7 @@ func cacheOptions(upgradeLog bool, plans *planstatus.Store) cache.Options {
 			// Metadata only: see cluster.MachinePlan.
 			cluster.MachinePlan(): {Namespaces: map[string]cache.Config{cluster.FleetLocalNamespace: {
 				FieldSelector: fields.OneTermEqualSelector("type", cluster.MachinePlanSecretType),
-			}}},
+			}}, Transform: stripMeta},
 			&corev1.ConfigMap{}:                     configMaps,
 			&corev1.Service{}:                       harvester,
 			&appsv1.Deployment{}:                    harvester,
@@ -342,7 +420,7 @@ func cacheOptions(upgradeLog bool, plans *planstatus.Store) cache.Options {
 			&harvesterv1beta1.VirtualMachineImage{}: harvester,
 			&kubevirtv1.KubeVirt{}:                  harvester,
 			&upgradev1.Plan{}:                       in(cluster.CattleNamespace),
-			&capiv1beta1.Machine{}:                  fleetLocal,
+			&capiv1beta1.Machine{}:                  machines,
 			&provisioningv1.Cluster{}:               fleetLocal,
 			&managementv3.ManagedChart{}:            fleetLocal,
 			&longhornv1beta2.Setting{}:              in(cluster.LonghornNamespace),

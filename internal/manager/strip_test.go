@@ -2,10 +2,14 @@ package manager
 
 import (
 	"testing"
+	"unsafe"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // TestStripPodKeepsWhatTheManagerReads: the cached pod keeps its node, its
@@ -22,7 +26,13 @@ func TestStripPodKeepsWhatTheManagerReads(t *testing.T) {
 			Volumes:        []corev1.Volume{{Name: "host"}},
 			Tolerations:    []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 		},
-		Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "main"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodFailed,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse},
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, Message: "placed"}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "main", RestartCount: 1, ContainerID: "containerd://x", ImageID: "sha256:y",
+				State:        corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Message: "failed"}},
+				VolumeMounts: []corev1.VolumeMountStatus{{Name: "host", MountPath: "/host"}}}},
+			HostIP: "10.0.0.1", PodIPs: []corev1.PodIP{{IP: "10.1.0.1"}}},
 	}
 	out, err := stripPod(pod)
 	if err != nil {
@@ -38,6 +48,14 @@ func TestStripPodKeepsWhatTheManagerReads(t *testing.T) {
 	}
 	if len(p.Spec.Volumes) != 0 || len(p.Spec.Tolerations) != 0 || p.Spec.Containers[0].Command != nil || p.Spec.InitContainers[0].Env != nil || p.ManagedFields != nil {
 		t.Errorf("stripped pod kept what nothing reads: %+v", p)
+	}
+	c := p.Status.ContainerStatuses[0]
+	if c.RestartCount != 1 || c.State.Terminated == nil || c.State.Terminated.ExitCode != 3 || c.State.Terminated.Message != "failed" ||
+		len(p.Status.Conditions) != 1 || p.Status.Conditions[0].Type != corev1.PodScheduled || p.Status.Conditions[0].Message != "placed" {
+		t.Errorf("stripped pod lost how its containers ended or the scheduler's verdict: %+v", p.Status)
+	}
+	if c.ContainerID != "" || c.ImageID != "" || c.VolumeMounts != nil || p.Status.HostIP != "" || p.Status.PodIPs != nil {
+		t.Errorf("stripped pod status kept what nothing reads: %+v", p.Status)
 	}
 }
 
@@ -66,5 +84,77 @@ func TestStripNodeKeepsWhatTheManagerReads(t *testing.T) {
 	}
 	if n.Status.Capacity != nil || n.Status.Addresses != nil || n.Status.Images != nil {
 		t.Errorf("stripped node kept what nothing reads: %+v", n.Status)
+	}
+}
+
+// TestStripJobKeepsWhatTheManagerReads: a cached Job keeps its metadata,
+// status and suspension, and loses the rest of its spec.
+func TestStripJobKeepsWhatTheManagerReads(t *testing.T) {
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "harvester-system", Labels: map[string]string{"a": "b"}},
+		Spec: batchv1.JobSpec{
+			Suspend:          ptr.To(true),
+			Selector:         &metav1.LabelSelector{MatchLabels: map[string]string{"controller-uid": "u"}},
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{Action: batchv1.PodFailurePolicyActionFailJob}}},
+			BackoffLimit:     ptr.To[int32](3),
+			Template:         corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}},
+		},
+		Status: batchv1.JobStatus{Succeeded: 1, Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}},
+	}
+	out, err := stripJob(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := out.(*batchv1.Job)
+	if !ptr.Deref(j.Spec.Suspend, false) || j.Status.Succeeded != 1 || len(j.Status.Conditions) != 1 || j.Labels["a"] != "b" || j.Namespace != "harvester-system" {
+		t.Errorf("stripped Job lost what the manager reads: %+v", j)
+	}
+	if !equality.Semantic.DeepEqual(j.Spec, batchv1.JobSpec{Suspend: ptr.To(true)}) {
+		t.Errorf("stripped Job kept what nothing reads: %+v", j.Spec)
+	}
+}
+
+// TestShareMeta: the strings that cached objects' metadata repeat are one
+// copy, and the metadata reads as before.
+func TestShareMeta(t *testing.T) {
+	meta := func() *metav1.ObjectMeta {
+		// Built from bytes, as the decoder builds them: separate copies.
+		s := func(v string) string { return string([]byte(v)) }
+		return &metav1.ObjectMeta{
+			Name: s("log-1"), Namespace: s("harvester-system"),
+			Labels:          map[string]string{s("management.harvesterhci.io/upgrade-plan"): s("hvst-upgrade-1")},
+			Annotations:     map[string]string{s("management.harvesterhci.io/upgrade-log-node"): s("node-1")},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: s("management.harvesterhci.io/v1beta1"), Kind: s("UpgradeLog"), Name: s("hvst-upgrade-1")}},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "m"}},
+		}
+	}
+	a, b := meta(), meta()
+	want := a.DeepCopy()
+	want.ManagedFields = nil
+	shareMeta(a)
+	shareMeta(b)
+	if !equality.Semantic.DeepEqual(a, want) {
+		t.Fatalf("shareMeta changed the metadata:\n%+v\nwant\n%+v", a, want)
+	}
+	same := func(what, x, y string) {
+		if unsafe.StringData(x) != unsafe.StringData(y) {
+			t.Errorf("%s %q: two copies", what, x)
+		}
+	}
+	same("namespace", a.Namespace, b.Namespace)
+	for k := range a.Labels {
+		for l := range b.Labels {
+			same("label key", k, l)
+		}
+		same("label value", a.Labels[k], b.Labels[k])
+	}
+	for k := range a.Annotations {
+		for l := range b.Annotations {
+			same("annotation key", k, l)
+		}
+	}
+	same("owner kind", a.OwnerReferences[0].Kind, b.OwnerReferences[0].Kind)
+	if unsafe.StringData(a.Name) == unsafe.StringData(b.Name) {
+		t.Errorf("names are the objects' own: want them left alone")
 	}
 }

@@ -12,6 +12,7 @@ package nodestate
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 )
@@ -130,13 +131,20 @@ const (
 // Decide returns the decision for every node, in the order of nodes.
 // singleNode selects the single-node path, which needs no Rancher request.
 func Decide(nodes []Node, singleNode bool) []Decision {
+	return DecideInto(nil, nodes, singleNode)
+}
+
+// DecideInto is Decide writing into out's array when it is large enough: a
+// pass of a large cluster decides for every node, and need not allocate the
+// decisions anew each time.
+func DecideInto(out []Decision, nodes []Node, singleNode bool) []Decision {
 	busy := ""
 	for i := range nodes {
 		if InDrainSlot(nodes[i].State) {
 			busy = nodes[i].Name
 		}
 	}
-	out := make([]Decision, len(nodes))
+	out = slices.Grow(out[:0], len(nodes))[:len(nodes)]
 	for i := range nodes {
 		n := &nodes[i]
 		d := decide(n, singleNode, busy)

@@ -1,6 +1,7 @@
 package nodestate
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -131,6 +132,24 @@ func TestAtMostOneNodeInTheDrainSlot(t *testing.T) {
 	nodes[0].State = postDrained
 	if got := Decide(nodes, false); got[1].State != preDraining {
 		t.Errorf("b did not start after a finished: %+v", got[1])
+	}
+}
+
+// TestDecideIntoReusesItsArray: a pass's decisions go into the array of
+// the last pass's when it is large enough, and are those Decide makes.
+func TestDecideIntoReusesItsArray(t *testing.T) {
+	nodes := []Node{
+		{Name: "a", State: postDrain, PostDrain: running},
+		{Name: "b", State: preloaded, PreDrainRequested: true},
+	}
+	buf := make([]Decision, 3)
+	buf[2] = Decision{State: postDrained}
+	got := DecideInto(buf, nodes, false)
+	if len(got) != len(nodes) || &got[0] != &buf[0] {
+		t.Fatalf("DecideInto gave %d decisions in a new array, want %d in the given one", len(got), len(nodes))
+	}
+	if want := Decide(nodes, false); !reflect.DeepEqual(got, want) {
+		t.Errorf("DecideInto = %+v, Decide = %+v", got, want)
 	}
 }
 

@@ -66,7 +66,7 @@ func Cleanup(ctx context.Context, s *Scope) (Result, error) {
 	case len(r.unsettled) > 0:
 		return Wait("cleaning up: %s", strings.Join(r.unsettled, "; ")).After(restoreRetry), nil
 	case len(r.left) > 0:
-		return Wait("cleaning up: waiting for %s to be deleted", strings.Join(r.left, ", ")), nil
+		return Wait("cleaning up: waiting for %s to be deleted", list(r.left)), nil
 	}
 	return Done(), nil
 }
@@ -91,7 +91,9 @@ func cleanup(ctx context.Context, s *Scope) (cleanupReport, error) {
 	var r cleanupReport
 	sel := client.MatchingLabels{v1beta1.LabelUpgradePlan: s.Plan.Name}
 	for _, k := range createdKinds {
-		if err := s.Client.List(ctx, k.list, client.InNamespace(k.namespace), sel); err != nil {
+		// Only the names are read: the cache's objects, not copies (at the
+		// end of a large upgrade, thousands of Jobs on every pass).
+		if err := s.Client.List(ctx, k.list, client.InNamespace(k.namespace), sel, client.UnsafeDisableDeepCopy); err != nil {
 			if meta.IsNoMatchError(err) {
 				continue
 			}
@@ -149,14 +151,15 @@ func podsLeft(ctx context.Context, s *Scope, sel client.MatchingLabels) ([]strin
 	var left []string
 	for _, ns := range namespaces {
 		var pods corev1.PodList
-		if err := s.Client.List(ctx, &pods, client.InNamespace(ns), sel); err != nil {
+		// The cache's own pods, read only; a copy is made to write.
+		if err := s.Client.List(ctx, &pods, client.InNamespace(ns), sel, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("listing the plan's pods in %s: %w", ns, err)
 		}
 		for i := range pods.Items {
 			p := &pods.Items[i]
 			held := controllerutil.ContainsFinalizer(p, v1beta1.FinalizerLogCapture)
 			if held && !s.Config.UpgradeLog {
-				if err := upgradelog.Release(ctx, s.Client, p); err != nil {
+				if err := upgradelog.Release(ctx, s.Client, p.DeepCopy()); err != nil {
 					return nil, fmt.Errorf("releasing pod %s/%s: %w", p.Namespace, p.Name, err)
 				}
 				held = false
@@ -176,17 +179,21 @@ func podsLeft(ctx context.Context, s *Scope, sel client.MatchingLabels) ([]strin
 // annotation and the KubeVirt drain taint the pre-drain work puts on.
 func unmarkNodes(ctx context.Context, s *Scope) error {
 	var nodes corev1.NodeList
-	if err := s.Client.List(ctx, &nodes); err != nil {
+	// The cache's own nodes, read only: most carry no mark, and a copy is
+	// made of those that do.
+	if err := s.Client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
 	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		before := n.DeepCopy()
-		delete(n.Annotations, v1beta1.AnnotationPendingOSImage)
-		n.Spec.Taints = without(n.Spec.Taints, cluster.TaintKubeVirtDrain, cluster.KubeVirtDrainTaintValue)
-		if len(n.Annotations) == len(before.Annotations) && len(n.Spec.Taints) == len(before.Spec.Taints) {
+		_, annotated := nodes.Items[i].Annotations[v1beta1.AnnotationPendingOSImage]
+		taints := nodes.Items[i].Spec.Taints
+		if !annotated && len(without(taints, cluster.TaintKubeVirtDrain, cluster.KubeVirtDrainTaintValue)) == len(taints) {
 			continue
 		}
+		before := &nodes.Items[i]
+		n := before.DeepCopy()
+		delete(n.Annotations, v1beta1.AnnotationPendingOSImage)
+		n.Spec.Taints = without(n.Spec.Taints, cluster.TaintKubeVirtDrain, cluster.KubeVirtDrainTaintValue)
 		if err := s.Client.Patch(ctx, n, client.MergeFrom(before)); err != nil {
 			return fmt.Errorf("unmarking node %s: %w", n.Name, client.IgnoreNotFound(err))
 		}

@@ -61,7 +61,8 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	decisions := nodestate.Decide(obs.nodes, singleNode)
+	defer obs.release()
+	decisions := obs.decide(singleNode)
 	var failure string
 	for i := range obs.nodes {
 		n, d := &obs.nodes[i], decisions[i]
@@ -178,7 +179,7 @@ func (s *Scope) nodeFailure(ctx context.Context, node string, d nodestate.Decisi
 		v1beta1.NodeStateSingleNodeUpgradeFailed: v1beta1.JobTypeSingleNodeUpgrade,
 	}[d.State]
 	what := fmt.Sprintf("upgrading node %s failed in %s", node, d.State)
-	if j := obs.jobs[jobType][node]; j != nil && jobOf(obs.jobs, jobType, node).Status == nodestate.JobFailed {
+	if j := obs.jobs[jobType][node]; j != nil && jobOf(j).Status == nodestate.JobFailed {
 		failure := s.jobFailure(ctx, what, j, d.Reason, d.Message)
 		if d.Reason == batchv1.JobReasonDeadlineExceeded && strings.Contains(before, unschedulableMark) {
 			failure += "\nbefore its deadline, " + before

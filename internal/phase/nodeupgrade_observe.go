@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -21,6 +22,8 @@ import (
 // observation is what one pass saw of the nodes.
 type observation struct {
 	nodes []nodestate.Node
+	// decisions are the nodes', index for index, once decided.
+	decisions []nodestate.Decision
 	// jobs holds the plan's node Jobs by type and node.
 	jobs map[string]map[string]*batchv1.Job
 	// postDrainPending names machine-plan Secrets Rancher has not finished.
@@ -113,9 +116,31 @@ func listDrainRequests(ctx context.Context, s *Scope) (*drainRequests, error) {
 	return d, nil
 }
 
+// observations are the observations of passes that ended, whose arrays the
+// next passes reuse: at 500 nodes a pass's nodes and decisions are some
+// 200 KiB, and most passes change nothing.
+var observations = sync.Pool{New: func() any { return &observation{} }}
+
+// release hands obs back for another pass to reuse; nothing may read it
+// after.
+func (obs *observation) release() {
+	clear(obs.nodes[:cap(obs.nodes)])
+	clear(obs.decisions[:cap(obs.decisions)])
+	*obs = observation{nodes: obs.nodes[:0], decisions: obs.decisions[:0]}
+	observations.Put(obs)
+}
+
+// decide decides for every node observed.
+func (obs *observation) decide(singleNode bool) []nodestate.Decision {
+	obs.decisions = nodestate.DecideInto(obs.decisions, obs.nodes, singleNode)
+	return obs.decisions
+}
+
 // observeNodes gathers, for each node, what the state machine decides on.
+// The caller releases the observation at the end of its pass.
 func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode bool) (*observation, error) {
-	obs := &observation{nodes: make([]nodestate.Node, 0, len(nodes))}
+	obs := observations.Get().(*observation)
+	obs.nodes = slices.Grow(obs.nodes[:0], len(nodes))
 	var err error
 	if obs.jobs, err = reuse(s.Reuse, "node-jobs/"+s.Plan.Name, func() (map[string]map[string]*batchv1.Job, error) { return nodeJobs(ctx, s) }, KindJobs); err != nil {
 		return nil, err
@@ -132,6 +157,8 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 	rm := s.Plan.Status.ReleaseMetadata
 	target := nodestate.Target{OSImage: rm.OS, KubeletVersion: release.KubeletVersionOf(rm.Kubernetes)}
 	now := s.Clock.Now()
+	preDrains, postDrains := obs.jobs[v1beta1.JobTypePreDrain], obs.jobs[v1beta1.JobTypePostDrain]
+	singleNodeUpgrades := obs.jobs[v1beta1.JobTypeSingleNodeUpgrade]
 	for i := range nodes {
 		n := &nodes[i]
 		st := s.Plan.Status.NodeUpgradeStatuses[n.Name]
@@ -140,9 +167,9 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 			State:             st.State,
 			Paused:            s.Plan.IsNodePaused(n.Name),
 			PlanPaused:        s.Plan.IsPaused(),
-			PreDrain:          jobOf(obs.jobs, v1beta1.JobTypePreDrain, n.Name),
-			PostDrain:         jobOf(obs.jobs, v1beta1.JobTypePostDrain, n.Name),
-			SingleNodeUpgrade: jobOf(obs.jobs, v1beta1.JobTypeSingleNodeUpgrade, n.Name),
+			PreDrain:          jobOf(preDrains[n.Name]),
+			PostDrain:         jobOf(postDrains[n.Name]),
+			SingleNodeUpgrade: jobOf(singleNodeUpgrades[n.Name]),
 			Host:              hostOf(n),
 			Before:            nodestate.Host{BootID: st.PreviousBootID, OSImage: st.PreviousOSImage},
 			Target:            target,
@@ -218,8 +245,7 @@ func pending(sec client.Object, request, ack string) bool {
 }
 
 // jobOf reads a node Job's status for the state machine.
-func jobOf(jobs map[string]map[string]*batchv1.Job, jobType, node string) nodestate.Job {
-	j := jobs[jobType][node]
+func jobOf(j *batchv1.Job) nodestate.Job {
 	if j == nil {
 		return nodestate.Job{}
 	}

@@ -46,6 +46,10 @@ func statusMergePatch(from, to *v1beta1.UpgradePlanStatus) (map[string]json.RawM
 	fromRest, toRest := *from, *to
 	fromRest.NodeUpgradeStatuses, toRest.NodeUpgradeStatuses = nil, nil
 	unchanged := dropUnchanged(&fromRest, &toRest)
+	if reflect.ValueOf(toRest).IsZero() && reflect.ValueOf(fromRest).IsZero() && sameEntries(from.NodeUpgradeStatuses, to.NodeUpgradeStatuses) {
+		// Most passes change nothing: no patch, and no copy of the map.
+		return nil, applied, nil
+	}
 	rest, toJSON, err := mergePatch(fromRest, toRest)
 	if err != nil {
 		return nil, applied, err
@@ -117,6 +121,19 @@ func dropUnchanged(a, b *v1beta1.UpgradePlanStatus) []int {
 		same = append(same, i)
 	}
 	return same
+}
+
+// sameEntries reports whether two per-node maps hold the same entries.
+func sameEntries(a, b map[string]v1beta1.NodeUpgradeStatus) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, x := range a {
+		if y, ok := b[name]; !ok || !sameEntry(x, y) {
+			return false
+		}
+	}
+	return true
 }
 
 // sameEntry compares two node entries without reflection: every pass

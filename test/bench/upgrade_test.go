@@ -22,7 +22,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -210,7 +209,22 @@ func upgrade(b *testing.B, nodes int) *result {
 	if err != nil {
 		b.Fatal(err)
 	}
-	final, err := run.WaitFinished(ctx, plan.Name, nil)
+	// A manager that ends before the plan does ends the wait.
+	waitCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-mgr.gone:
+			cancel()
+		case <-waitCtx.Done():
+		}
+	}()
+	final, err := run.WaitFinished(waitCtx, plan.Name, nil)
+	select {
+	case <-mgr.gone:
+		b.Fatalf("the manager ended before the plan did (%v): %v", mgr.exit, err)
+	default:
+	}
 	if err != nil {
 		// Where the time went, for a run that missed its deadline.
 		b.Fatal(err, "\n", phaseTimes(mgr.scrape(b).phases))
@@ -251,6 +265,9 @@ type manager struct {
 	rss, rssFile, heap uint64
 	rssAt              time.Duration
 	done               chan struct{}
+	// gone is closed when the process ended, with exit its end.
+	gone chan struct{}
+	exit error
 }
 
 func startManager(b *testing.B, env *testenv.Env, s *sim.Sim, nodes int) *manager {
@@ -281,12 +298,17 @@ func startManager(b *testing.B, env *testenv.Env, s *sim.Sim, nodes int) *manage
 	}
 	m.cmd = exec.Command(binary, args...)
 	m.cmd.Env = append(os.Environ(), "ENABLE_WEBHOOKS=false")
-	// A killed benchmark must not leave a manager running.
-	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	m.cmd.Stderr = os.Stderr
-	if err := m.cmd.Start(); err != nil {
+	// A killed benchmark must not leave a manager running.
+	exited, err := testenv.StartTied(m.cmd)
+	if err != nil {
 		b.Fatal(err)
 	}
+	m.gone = make(chan struct{})
+	go func() {
+		m.exit = <-exited
+		close(m.gone)
+	}()
 	go m.sample()
 	if m.pprof != "" {
 		go m.profile(filepath.Join(os.Getenv(profilesEnv), fmt.Sprintf("nodes-%d", m.nodes)))
@@ -416,7 +438,7 @@ func (m *manager) stop() {
 	}
 	close(m.done)
 	_ = m.cmd.Process.Kill()
-	_ = m.cmd.Wait()
+	<-m.gone
 }
 
 // phaseTimes lists the time spent in each completed phase, in pipeline order.
