@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/harvester/upgrade-toolkit/internal/testenv"
 )
 
 // restartDelay is how soon a replica that died runs again, as the kubelet
@@ -71,11 +73,11 @@ func (r *Replicas) supervise(i int, rep *replica) {
 		}
 		cmd := exec.Command(r.bin, r.args...)
 		cmd.Env = append(os.Environ(), r.env...)
-		// A killed test must not leave a manager running.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		out, pw := io.Pipe()
 		cmd.Stdout, cmd.Stderr = pw, pw
-		if err := cmd.Start(); err != nil {
+		// A killed test must not leave a manager running.
+		exited, err := testenv.StartTied(cmd)
+		if err != nil {
 			r.mu.Unlock()
 			_, _ = fmt.Fprintf(r.logs, "chaos: starting replica %d: %v\n", i, err)
 			time.Sleep(restartDelay)
@@ -85,8 +87,8 @@ func (r *Replicas) supervise(i int, rep *replica) {
 		rep.starts++
 		r.mu.Unlock()
 		go func() {
-			_ = cmd.Wait()
-			_ = pw.Close()
+			// Wait has copied all the output: the reader sees it all, then the end.
+			_ = pw.CloseWithError(<-exited)
 		}()
 
 		sc := bufio.NewScanner(out)

@@ -185,15 +185,15 @@ func unmarkNodes(ctx context.Context, s *Scope) error {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
 	for i := range nodes.Items {
-		_, annotated := nodes.Items[i].Annotations[v1beta1.AnnotationPendingOSImage]
-		taints := nodes.Items[i].Spec.Taints
-		if !annotated && len(without(taints, cluster.TaintKubeVirtDrain, cluster.KubeVirtDrainTaintValue)) == len(taints) {
+		before := &nodes.Items[i]
+		_, annotated := before.Annotations[v1beta1.AnnotationPendingOSImage]
+		taints := without(before.Spec.Taints, cluster.TaintKubeVirtDrain, cluster.KubeVirtDrainTaintValue)
+		if !annotated && len(taints) == len(before.Spec.Taints) {
 			continue
 		}
-		before := &nodes.Items[i]
 		n := before.DeepCopy()
 		delete(n.Annotations, v1beta1.AnnotationPendingOSImage)
-		n.Spec.Taints = without(n.Spec.Taints, cluster.TaintKubeVirtDrain, cluster.KubeVirtDrainTaintValue)
+		n.Spec.Taints = taints
 		if err := s.Client.Patch(ctx, n, client.MergeFrom(before)); err != nil {
 			return fmt.Errorf("unmarking node %s: %w", n.Name, client.IgnoreNotFound(err))
 		}

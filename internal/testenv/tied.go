@@ -8,11 +8,11 @@ import (
 
 // StartTied starts cmd so that it never outlives this process (the kernel
 // kills it when this process ends, however it ends) and returns a channel
-// that receives cmd.Wait's result. The kernel's death signal follows the
-// thread that started the child, not the process, and Go ends a thread
-// whose goroutine exits while locked to it (the network namespace code of
-// libraries does): the child is started on a thread locked for as long as
-// the child runs, so that only this process's end, not a thread's, kills it.
+// that receives cmd.Wait's result. The kernel sends Pdeathsig's signal when
+// the thread that started the child ends, not the process, and Go ends a
+// thread whose goroutine exits while locked to it: the child is started on a
+// thread locked for as long as the child runs, so that only this process's
+// end, not a thread's, kills it.
 func StartTied(cmd *exec.Cmd) (<-chan error, error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
