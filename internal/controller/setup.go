@@ -114,21 +114,22 @@ func changingWhenKept(reuse *phase.Reuse, k phase.Kind, h handler.EventHandler, 
 
 func marking(reuse *phase.Reuse, k phase.Kind, keptOnly bool, h handler.EventHandler, preds []predicate.Predicate) handler.EventHandler {
 	return handler.Funcs{
-		CreateFunc:  markThen(reuse, k, keptOnly, preds, predicate.Predicate.Create, h.Create),
-		UpdateFunc:  markThen(reuse, k, keptOnly, preds, predicate.Predicate.Update, h.Update),
-		DeleteFunc:  markThen(reuse, k, keptOnly, preds, predicate.Predicate.Delete, h.Delete),
-		GenericFunc: markThen(reuse, k, keptOnly, preds, predicate.Predicate.Generic, h.Generic),
+		CreateFunc:  markThen(reuse, k, keptOnly, preds, predicate.Predicate.Create, func(e event.CreateEvent) client.Object { return e.Object }, h.Create),
+		UpdateFunc:  markThen(reuse, k, keptOnly, preds, predicate.Predicate.Update, func(e event.UpdateEvent) client.Object { return e.ObjectNew }, h.Update),
+		DeleteFunc:  markThen(reuse, k, keptOnly, preds, predicate.Predicate.Delete, func(e event.DeleteEvent) client.Object { return e.Object }, h.Delete),
+		GenericFunc: markThen(reuse, k, keptOnly, preds, predicate.Predicate.Generic, func(e event.GenericEvent) client.Object { return e.Object }, h.Generic),
 	}
 }
 
 type requestQueue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 
-// markThen is marking's handling of one type of event E.
+// markThen is marking's handling of one type of event E, whose object
+// objectOf names.
 func markThen[E any](reuse *phase.Reuse, k phase.Kind, keptOnly bool, preds []predicate.Predicate, keeps func(predicate.Predicate, E) bool,
-	h func(context.Context, E, requestQueue)) func(context.Context, E, requestQueue) {
+	objectOf func(E) client.Object, h func(context.Context, E, requestQueue)) func(context.Context, E, requestQueue) {
 	return func(ctx context.Context, e E, q requestQueue) {
 		if !keptOnly {
-			reuse.Changed(k)
+			reuse.Changed(k, client.ObjectKeyFromObject(objectOf(e)))
 		}
 		for _, p := range preds {
 			if !keeps(p, e) {
@@ -136,7 +137,7 @@ func markThen[E any](reuse *phase.Reuse, k phase.Kind, keptOnly bool, preds []pr
 			}
 		}
 		if keptOnly {
-			reuse.Changed(k)
+			reuse.Changed(k, client.ObjectKeyFromObject(objectOf(e)))
 		}
 		h(ctx, e, q)
 	}

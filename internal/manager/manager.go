@@ -195,14 +195,19 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 }
 
 // stripNode keeps of a cached Node's status what the manager reads (its
-// conditions, phase and nodeInfo) and drops the rest: managedFields, the
-// list of images (hundreds per node), and the resource lists, addresses and
-// volumes, which hold a node's many quantities and are read by nothing.
-// Status is never written from the cache.
+// Ready condition, phase and nodeInfo) and drops the rest: managedFields,
+// the other conditions (pressures, the network), the list of images
+// (hundreds per node), and the resource lists, addresses and volumes, which
+// hold a node's many quantities and are read by nothing. Status is never
+// written from the cache.
 func stripNode(obj any) (any, error) {
 	if n, ok := obj.(*corev1.Node); ok {
 		shareMeta(&n.ObjectMeta)
-		n.Status = corev1.NodeStatus{Conditions: n.Status.Conditions, Phase: n.Status.Phase, NodeInfo: n.Status.NodeInfo}
+		var ready []corev1.NodeCondition
+		if c := cluster.ReadyCondition(n); c != nil {
+			ready = []corev1.NodeCondition{*c}
+		}
+		n.Status = corev1.NodeStatus{Conditions: ready, Phase: n.Status.Phase, NodeInfo: n.Status.NodeInfo}
 	}
 	return obj, nil
 }

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
 )
 
 // TestStripPodKeepsWhatTheManagerReads: the cached pod keeps its node, its
@@ -59,19 +61,20 @@ func TestStripPodKeepsWhatTheManagerReads(t *testing.T) {
 	}
 }
 
-// TestStripNodeKeepsWhatTheManagerReads: a cached node keeps its conditions
-// and nodeInfo (readiness, kubelet, OS image, boot ID) and its metadata and
-// spec (labels, taints, cordon).
+// TestStripNodeKeepsWhatTheManagerReads: a cached node keeps its Ready
+// condition and nodeInfo (readiness, kubelet, OS image, boot ID) and its
+// metadata and spec (labels, taints, cordon); not its other conditions.
 func TestStripNodeKeepsWhatTheManagerReads(t *testing.T) {
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"a": "b"}},
 		Spec:       corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{{Key: "k"}}},
 		Status: corev1.NodeStatus{
-			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
-			NodeInfo:   corev1.NodeSystemInfo{KubeletVersion: "v1", BootID: "b"},
-			Capacity:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
-			Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}},
-			Images:     []corev1.ContainerImage{{Names: []string{"x"}}},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Message: "enough"},
+				{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+			NodeInfo:  corev1.NodeSystemInfo{KubeletVersion: "v1", BootID: "b"},
+			Capacity:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}},
+			Images:    []corev1.ContainerImage{{Names: []string{"x"}}},
 		},
 	}
 	out, err := stripNode(node)
@@ -79,7 +82,7 @@ func TestStripNodeKeepsWhatTheManagerReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := out.(*corev1.Node)
-	if len(n.Status.Conditions) != 1 || n.Status.NodeInfo.BootID != "b" || n.Labels["a"] != "b" || !n.Spec.Unschedulable || len(n.Spec.Taints) != 1 {
+	if len(n.Status.Conditions) != 1 || !cluster.NodeReady(n) || n.Status.NodeInfo.BootID != "b" || n.Labels["a"] != "b" || !n.Spec.Unschedulable || len(n.Spec.Taints) != 1 {
 		t.Errorf("stripped node lost what the manager reads: %+v", n)
 	}
 	if n.Status.Capacity != nil || n.Status.Addresses != nil || n.Status.Images != nil {

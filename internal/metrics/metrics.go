@@ -9,7 +9,6 @@ package metrics
 import (
 	"crypto/tls"
 
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -26,7 +25,7 @@ func ServerOptions(addr string, secure bool) metricsserver.Options {
 	o := metricsserver.Options{BindAddress: addr}
 	if secure {
 		o.SecureServing = true
-		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+		o.FilterProvider = apiServerAuth
 		// HTTP/1.1 only: HTTP/2 stream resets can exhaust the server
 		// (CVE-2023-44487, CVE-2023-39325).
 		o.TLSOpts = []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}

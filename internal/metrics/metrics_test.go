@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,6 +43,10 @@ func (a asManager) Run() int {
 	defer cancel()
 	var err error
 	managerSA, err = rbactest.Bind(ctx, env, types.NamespacedName{Namespace: cluster.HarvesterNamespace, Name: "upgrade-toolkit"}, rbactest.MetricsAuthRole)
+	if err == nil {
+		// The scraper, bound to the role the chart offers scrapers.
+		_, err = rbactest.Bind(ctx, env, types.NamespacedName{Namespace: "default", Name: "prometheus"}, "config/rbac/metrics_reader_role.yaml")
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -53,11 +58,8 @@ func TestSecureMetricsNeedAnAuthorizedToken(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	url := startServer(ctx, t, metrics.ServerOptions(freeAddr(t), true), "https")
-	// The scraper is bound to the role the chart offers scrapers; the
-	// other ServiceAccount to nothing.
-	if _, err := rbactest.Bind(ctx, env, types.NamespacedName{Namespace: "default", Name: "prometheus"}, "config/rbac/metrics_reader_role.yaml"); err != nil {
-		t.Fatal(err)
-	}
+	// The scraper is bound to the role the chart offers scrapers (TestMain);
+	// the other ServiceAccount to nothing.
 	if err := env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "nosy"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -67,9 +69,8 @@ func TestSecureMetricsNeedAnAuthorizedToken(t *testing.T) {
 		wantStatus int
 	}{
 		{"no one", "", http.StatusUnauthorized},
-		// The API server reports an error for a token that is not one,
-		// which controller-runtime's filter answers with 500.
-		{"a stranger", "not-a-token", http.StatusInternalServerError},
+		// A token the API server does not accept is no one, not an error.
+		{"a stranger", "not-a-token", http.StatusUnauthorized},
 		{"a ServiceAccount without the metrics reader role", token(ctx, t, "nosy"), http.StatusForbidden},
 		{"the scraper", token(ctx, t, "prometheus"), http.StatusOK},
 	}
@@ -173,3 +174,62 @@ func freeAddr(t *testing.T) string {
 	defer func() { _ = l.Close() }()
 	return l.Addr().String()
 }
+
+// TestScrapersVerdictsAreKept: a scraper's token and access are asked of
+// the API server once, not on every scrape, until their time is up; a
+// denial is kept only briefly.
+func TestScrapersVerdictsAreKept(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "snoop"}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := managerSA.Config()
+	var asked atomic.Int32
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(r *http.Request) (*http.Response, error) { asked.Add(1); return rt.RoundTrip(r) })
+	})
+	now := time.Now()
+	check, err := metrics.NewCheck(cfg, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrape := func(tok string) int {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://manager/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		status, _ := check(req)
+		return status
+	}
+	for _, tt := range []struct {
+		who        string
+		token      string
+		want       int
+		later      time.Duration // when the verdict is asked again
+		askedAgain bool
+	}{
+		{"the scraper", token(ctx, t, "prometheus"), http.StatusOK, 50 * time.Second, false},
+		{"the scraper, its token's review expired", "", http.StatusOK, 2 * time.Minute, true},
+		{"a ServiceAccount without the role", token(ctx, t, "snoop"), http.StatusForbidden, 40 * time.Second, true},
+	} {
+		tok := tt.token
+		if tok == "" {
+			tok = token(ctx, t, "prometheus")
+		}
+		if got := scrape(tok); got != tt.want {
+			t.Fatalf("%s: got %d, want %d", tt.who, got, tt.want)
+		}
+		before := asked.Load()
+		if got := scrape(tok); got != tt.want || asked.Load() != before {
+			t.Errorf("%s, again at once: got %d and %d requests to the API server, want %d and none", tt.who, got, asked.Load()-before, tt.want)
+		}
+		now = now.Add(tt.later)
+		before = asked.Load()
+		if got := scrape(tok); got != tt.want || (asked.Load() != before) != tt.askedAgain {
+			t.Errorf("%s, %s later: got %d and %d requests to the API server, want %d and asked again %v", tt.who, tt.later, got, asked.Load()-before, tt.want, tt.askedAgain)
+		}
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

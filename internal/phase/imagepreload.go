@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -114,24 +113,21 @@ type nodePlanStates struct {
 // already garbage-collected, from the label SUC leaves on a node that
 // finished), fails the plan if a node failed, and is done when all are.
 func trackNodePlan(ctx context.Context, s *Scope, nodes []corev1.Node, m nodePlanStates) (Result, error) {
-	var jobs batchv1.JobList
-	if err := s.Client.List(ctx, &jobs, client.InNamespace(cluster.CattleNamespace), client.UnsafeDisableDeepCopy,
-		client.MatchingLabels{v1beta1.LabelUpgradePlan: s.Plan.Name, v1beta1.LabelUpgradeComponent: m.component}); err != nil {
-		return Result{}, fmt.Errorf("listing the Jobs of Plan %s/%s: %w", cluster.CattleNamespace, m.plan, err)
+	// The newest Job per node: SUC replaces a Job when the plan changes.
+	jobs, err := readJobs(ctx, s, jobSelection{
+		name:      "suc-jobs/" + m.plan,
+		namespace: cluster.CattleNamespace,
+		labels:    client.MatchingLabels{v1beta1.LabelUpgradePlan: s.Plan.Name, v1beta1.LabelUpgradeComponent: m.component},
+		slotOf:    func(labels map[string]string) jobSlot { return jobSlot{node: cluster.SUCJobNode(labels)} },
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("reading the Jobs of Plan %s/%s: %w", cluster.CattleNamespace, m.plan, err)
 	}
 	sucPlan := &upgradev1.Plan{}
 	if _, err := s.get(ctx, cluster.CattleNamespace, m.plan, sucPlan); err != nil {
 		return Result{}, err
 	}
-	byNode := map[string]*batchv1.Job{}
-	for i := range jobs.Items {
-		j := &jobs.Items[i]
-		node := cluster.SUCJobNode(j.Labels)
-		// Keep the newest Job per node: SUC replaces a Job when the plan changes.
-		if prev, ok := byNode[node]; !ok || j.CreationTimestamp.After(prev.CreationTimestamp.Time) {
-			byNode[node] = j
-		}
-	}
+	byNode := jobs[""]
 	var failure string
 	finishedLabel := cluster.LabelSUCPlanNode(m.plan)
 	for i := range nodes {

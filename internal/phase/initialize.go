@@ -110,11 +110,38 @@ func detectSingleNode(ctx context.Context, s *Scope) (Result, error) {
 // managedNodes lists the nodes Harvester manages, sorted by name so that
 // messages built from them do not change from one pass to the next. The
 // nodes are the cache's own: read them, never change them.
-// The slice is shared by the passes that follow, until a Node changes in a
-// way NodeChangeMatters keeps: nothing may change it, and nothing may read
-// in it what NodeChangeMatters does not compare.
+// The slice is kept for the passes that follow and brought up to date with
+// the Nodes that change in a way NodeChangeMatters keeps: nothing may change
+// it or keep it beyond its pass, and nothing may read in it what
+// NodeChangeMatters does not compare.
 func managedNodes(ctx context.Context, s *Scope) ([]corev1.Node, error) {
-	return reuse(s.Reuse, "managed-nodes", func() ([]corev1.Node, error) { return listManagedNodes(ctx, s) }, KindNodes)
+	return reuseUpdating(s.Reuse, "managed-nodes", KindNodes,
+		func() ([]corev1.Node, error) { return listManagedNodes(ctx, s) },
+		func(nodes []corev1.Node, changed []client.ObjectKey) ([]corev1.Node, error) {
+			return updateManagedNodes(ctx, s, nodes, changed)
+		})
+}
+
+// updateManagedNodes reads again the nodes named in changed, keeping the
+// slice sorted.
+func updateManagedNodes(ctx context.Context, s *Scope, nodes []corev1.Node, changed []client.ObjectKey) ([]corev1.Node, error) {
+	for _, key := range changed {
+		var n corev1.Node
+		found, err := s.get(ctx, "", key.Name, &n)
+		if err != nil {
+			return nil, fmt.Errorf("reading node %s: %w", key.Name, err)
+		}
+		i, listed := slices.BinarySearchFunc(nodes, key.Name, func(n corev1.Node, name string) int { return strings.Compare(n.Name, name) })
+		switch managed := found && n.Labels[cluster.LabelManagedNode] == "true"; {
+		case managed && listed:
+			nodes[i] = n
+		case managed:
+			nodes = slices.Insert(nodes, i, n)
+		case listed:
+			nodes = slices.Delete(nodes, i, i+1)
+		}
+	}
+	return nodes, nil
 }
 
 // NodeChangeMatters reports whether a Node's update changes what a plan

@@ -10,6 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -34,7 +35,7 @@ type observation struct {
 }
 
 // JobChangeMatters reports whether a Job's update changes what a plan reads
-// of it (nodeJobs, the node-jobs list it shares between passes): its
+// of it (readNodeJobs, the node Jobs it keeps between passes): its
 // outcome (conditions, counts, start and completion), suspension, deletion
 // and labels. The Job controller's bookkeeping (pods not yet counted, pods
 // terminating, finalizers) does not: with four Jobs per node, each such
@@ -50,25 +51,18 @@ func JobChangeMatters(o, n *batchv1.Job) bool {
 		})
 }
 
-// nodeJobs reads the plan's node Jobs by type and node, from the cache: read
-// them, never change them, and read only what JobChangeMatters compares.
-func nodeJobs(ctx context.Context, s *Scope) (map[string]map[string]*batchv1.Job, error) {
-	var jobs batchv1.JobList
-	// Read-only lists of the cache's own objects: no copies.
-	if err := s.Client.List(ctx, &jobs, client.InNamespace(cluster.HarvesterNamespace), client.UnsafeDisableDeepCopy,
-		client.MatchingLabels{v1beta1.LabelUpgradePlan: s.Plan.Name, v1beta1.LabelUpgradeComponent: v1beta1.ComponentNodeUpgrade}); err != nil {
-		return nil, fmt.Errorf("listing node Jobs: %w", err)
-	}
-	byType := map[string]map[string]*batchv1.Job{}
-	for i := range jobs.Items {
-		j := &jobs.Items[i]
-		t := j.Labels[v1beta1.LabelJobType]
-		if byType[t] == nil {
-			byType[t] = map[string]*batchv1.Job{}
-		}
-		byType[t][j.Labels[v1beta1.LabelNode]] = j
-	}
-	return byType, nil
+// readNodeJobs reads the plan's node Jobs by type and node, from the cache:
+// read them, never change them, and read only what JobChangeMatters
+// compares.
+func readNodeJobs(ctx context.Context, s *Scope) (map[string]map[string]*batchv1.Job, error) {
+	return readJobs(ctx, s, jobSelection{
+		name:      "node-jobs/" + s.Plan.Name,
+		namespace: cluster.HarvesterNamespace,
+		labels:    client.MatchingLabels{v1beta1.LabelUpgradePlan: s.Plan.Name, v1beta1.LabelUpgradeComponent: v1beta1.ComponentNodeUpgrade},
+		slotOf: func(labels map[string]string) jobSlot {
+			return jobSlot{jobType: labels[v1beta1.LabelJobType], node: labels[v1beta1.LabelNode]}
+		},
+	})
 }
 
 // drainRequests is what Rancher's machine-plan Secrets say of the drains.
@@ -77,6 +71,12 @@ type drainRequests struct {
 	secrets map[string]client.Object
 	// postDrainPending names machine-plan Secrets Rancher has not finished.
 	postDrainPending []string
+	// nodeOf names the node of each Machine, and nodeOfSecret the node of
+	// each Secret in secrets.
+	nodeOf, nodeOfSecret map[string]string
+	// ambiguous: two Secrets claim one node, and which one a pass reads is
+	// the list's to say.
+	ambiguous bool
 }
 
 // byNode returns the machine-plan Secret of each node; none on a
@@ -86,6 +86,18 @@ func (d *drainRequests) byNode() map[string]client.Object {
 		return nil
 	}
 	return d.secrets
+}
+
+// readDrainRequests keeps what the machine-plan Secrets say from one pass to
+// the next, reading again only the Secrets that changed; a change of a
+// Machine (which names its node) reads them all.
+func readDrainRequests(ctx context.Context, s *Scope) (*drainRequests, error) {
+	return reuseUpdating(s.Reuse, "drain-requests", KindMachinePlans,
+		func() (*drainRequests, error) { return listDrainRequests(ctx, s) },
+		func(d *drainRequests, changed []client.ObjectKey) (*drainRequests, error) {
+			return d.update(ctx, s, changed)
+		},
+		KindMachines)
 }
 
 // listDrainRequests reads the machine-plan Secrets and the Machines that
@@ -99,20 +111,59 @@ func listDrainRequests(ctx context.Context, s *Scope) (*drainRequests, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &drainRequests{secrets: map[string]client.Object{}}
+	d := &drainRequests{secrets: map[string]client.Object{}, nodeOf: nodeOf, nodeOfSecret: map[string]string{}}
 	for i := range secrets {
-		sec := &secrets[i]
-		if !cluster.IsMachinePlan(sec) {
-			continue
-		}
-		if sec.Annotations[cluster.AnnotationRancherPostDrain] != "" {
-			d.postDrainPending = append(d.postDrainPending, sec.Name)
-		}
-		if node := nodeOf[sec.Labels[cluster.LabelMachineName]]; node != "" {
-			d.secrets[node] = sec
-		} // else a Machine without a node has nothing for us to drain
+		d.put(&secrets[i])
 	}
 	slices.Sort(d.postDrainPending)
+	return d, nil
+}
+
+// put records a machine-plan Secret; the caller sorts postDrainPending.
+func (d *drainRequests) put(sec *metav1.PartialObjectMetadata) {
+	if !cluster.IsMachinePlan(sec) {
+		return
+	}
+	if sec.Annotations[cluster.AnnotationRancherPostDrain] != "" {
+		d.postDrainPending = append(d.postDrainPending, sec.Name)
+	}
+	if node := d.nodeOf[sec.Labels[cluster.LabelMachineName]]; node != "" {
+		d.ambiguous = d.ambiguous || d.secrets[node] != nil
+		d.secrets[node] = sec
+		d.nodeOfSecret[sec.Name] = node
+	} // else a Machine without a node has nothing for us to drain
+}
+
+// update reads again the machine-plan Secrets named in changed; when two
+// Secrets claim one node, it lists them all. The pending list is a new
+// slice: an observation may hold the old one.
+func (d *drainRequests) update(ctx context.Context, s *Scope, changed []client.ObjectKey) (*drainRequests, error) {
+	pending := slices.Clone(d.postDrainPending)
+	d.postDrainPending = nil // put appends the pending Secrets read again
+	for _, key := range changed {
+		if key.Namespace != cluster.FleetLocalNamespace {
+			continue
+		}
+		sec := cluster.MachinePlan()
+		found, err := s.get(ctx, key.Namespace, key.Name, sec)
+		if err != nil {
+			return nil, fmt.Errorf("reading machine-plan Secret %s: %w", key, err)
+		}
+		if node, ok := d.nodeOfSecret[key.Name]; ok {
+			delete(d.secrets, node)
+			delete(d.nodeOfSecret, key.Name)
+		}
+		pending = slices.DeleteFunc(pending, func(name string) bool { return name == key.Name })
+		if found {
+			d.put(sec)
+		}
+		if d.ambiguous {
+			return listDrainRequests(ctx, s)
+		}
+	}
+	pending = append(pending, d.postDrainPending...)
+	slices.Sort(pending)
+	d.postDrainPending = pending
 	return d, nil
 }
 
@@ -142,12 +193,12 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 	obs := observations.Get().(*observation)
 	obs.nodes = slices.Grow(obs.nodes[:0], len(nodes))
 	var err error
-	if obs.jobs, err = reuse(s.Reuse, "node-jobs/"+s.Plan.Name, func() (map[string]map[string]*batchv1.Job, error) { return nodeJobs(ctx, s) }, KindJobs); err != nil {
+	if obs.jobs, err = readNodeJobs(ctx, s); err != nil {
 		return nil, err
 	}
 	var drains *drainRequests
 	if !singleNode {
-		if drains, err = reuse(s.Reuse, "drain-requests", func() (*drainRequests, error) { return listDrainRequests(ctx, s) }, KindMachinePlans, KindMachines); err != nil {
+		if drains, err = readDrainRequests(ctx, s); err != nil {
 			return nil, err
 		}
 		obs.postDrainPending = drains.postDrainPending

@@ -1,6 +1,13 @@
 package phase
 
-import "sync"
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"sync"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
 
 // Kind is a kind of cached object whose lists a pass may reuse.
 type Kind int
@@ -25,13 +32,23 @@ const (
 // change what the passes read of it (for Nodes and Jobs, what
 // NodeChangeMatters and JobChangeMatters compare; for the others, every
 // event), before the event asks for a pass: a pass asked for by a change
-// always derives afresh from a cache that holds it. The zero value is not usable; a nil *Reuse
-// derives on every pass.
+// always derives afresh from a cache that holds it. A value that can take in
+// changed objects one at a time (reuseUpdating) reads only the objects named
+// since, instead of the whole list. The zero value is not usable; a nil
+// *Reuse derives on every pass.
 type Reuse struct {
 	mu      sync.Mutex
 	version [numKinds]uint64
+	// changed names, for each kind, the objects of its last changes, the
+	// oldest first: changed[k][i] is change number logged[k]+i+1.
+	changed [numKinds][]client.ObjectKey
+	logged  [numKinds]uint64
 	kept    map[string]reused
 }
+
+// maxLogged bounds the changes of a kind named for reuseUpdating; a value
+// older than that many changes is derived again.
+const maxLogged = 512
 
 // reused is a derived value and the versions of the kinds it was derived
 // from.
@@ -43,11 +60,16 @@ type reused struct {
 // NewReuse returns an empty Reuse.
 func NewReuse() *Reuse { return &Reuse{kept: map[string]reused{}} }
 
-// Changed records that an object of kind k changed in the cache.
-func (r *Reuse) Changed(k Kind) {
+// Changed records that the object key of kind k changed in the cache.
+func (r *Reuse) Changed(k Kind, key client.ObjectKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.version[k]++
+	if len(r.changed[k]) == maxLogged {
+		r.changed[k] = r.changed[k][:0]
+		r.logged[k] = r.version[k] - 1
+	}
+	r.changed[k] = append(r.changed[k], key)
 }
 
 // Changes is how many changes of kind k were seen.
@@ -55,6 +77,19 @@ func (r *Reuse) Changes(k Kind) uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.version[k]
+}
+
+// changedSince names, each once, the objects of kind k changed after change
+// number v, and whether the log still names them all. The caller holds mu.
+func (r *Reuse) changedSince(k Kind, v uint64) ([]client.ObjectKey, bool) {
+	if v < r.logged[k] {
+		return nil, false
+	}
+	keys := slices.Clone(r.changed[k][v-r.logged[k]:])
+	slices.SortFunc(keys, func(a, b client.ObjectKey) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	return slices.Compact(keys), true
 }
 
 // reuse returns what derive gave for key when no object of kinds has changed
@@ -73,13 +108,48 @@ func reuse[T any](r *Reuse, key string, derive func() (T, error), kinds ...Kind)
 	}
 	// The versions are read before the lists: a change during derive makes
 	// the next pass derive again.
-	v, err := derive()
-	if err != nil {
-		return v, err
+	return keep(r, key, now, derive)
+}
+
+// reuseUpdating is reuse for a value derived from the objects of kind k
+// (and of the kinds also, whose changes derive it again) that update can
+// bring up to date with the objects of kind k named since it was derived
+// (read from the cache, which holds their changes before they are named).
+// update may change the value it is given and return it: it runs between
+// passes, and the plans' passes run one at a time.
+func reuseUpdating[T any](r *Reuse, key string, k Kind, derive func() (T, error), update func(T, []client.ObjectKey) (T, error), also ...Kind) (T, error) {
+	if r == nil {
+		return derive()
 	}
 	r.mu.Lock()
-	r.kept[key] = reused{version: now, value: v}
+	now := r.version
+	kept, ok := r.kept[key]
+	ok = ok && sameVersions(kept.version, now, also)
+	var changed []client.ObjectKey
+	if ok && kept.version[k] != now[k] {
+		changed, ok = r.changedSince(k, kept.version[k])
+	}
 	r.mu.Unlock()
+	if !ok {
+		return keep(r, key, now, derive)
+	}
+	if len(changed) == 0 {
+		return kept.value.(T), nil
+	}
+	return keep(r, key, now, func() (T, error) { return update(kept.value.(T), changed) })
+}
+
+// keep derives the value for key and keeps it as of versions now; a failed
+// derive keeps nothing.
+func keep[T any](r *Reuse, key string, now [numKinds]uint64, derive func() (T, error)) (T, error) {
+	v, err := derive()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		delete(r.kept, key)
+		return v, err
+	}
+	r.kept[key] = reused{version: now, value: v}
 	return v, nil
 }
 
