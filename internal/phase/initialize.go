@@ -127,7 +127,7 @@ func managedNodes(ctx context.Context, s *Scope) ([]corev1.Node, error) {
 func updateManagedNodes(ctx context.Context, s *Scope, nodes []corev1.Node, changed []client.ObjectKey) ([]corev1.Node, error) {
 	for _, key := range changed {
 		var n corev1.Node
-		found, err := s.get(ctx, "", key.Name, &n)
+		found, err := s.get(ctx, "", key.Name, &n, client.UnsafeDisableDeepCopy)
 		if err != nil {
 			return nil, fmt.Errorf("reading node %s: %w", key.Name, err)
 		}

@@ -95,7 +95,7 @@ func (idx *jobIndex) update(ctx context.Context, s *Scope, sel jobSelection, cha
 			continue
 		}
 		j := &batchv1.Job{}
-		found, err := s.get(ctx, key.Namespace, key.Name, j)
+		found, err := s.get(ctx, key.Namespace, key.Name, j, client.UnsafeDisableDeepCopy)
 		if err != nil {
 			return nil, fmt.Errorf("reading Job %s: %w", key, err)
 		}

@@ -145,7 +145,7 @@ func (d *drainRequests) update(ctx context.Context, s *Scope, changed []client.O
 			continue
 		}
 		sec := cluster.MachinePlan()
-		found, err := s.get(ctx, key.Namespace, key.Name, sec)
+		found, err := s.get(ctx, key.Namespace, key.Name, sec, client.UnsafeDisableDeepCopy)
 		if err != nil {
 			return nil, fmt.Errorf("reading machine-plan Secret %s: %w", key, err)
 		}

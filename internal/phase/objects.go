@@ -56,8 +56,8 @@ func (s *Scope) create(ctx context.Context, obj client.Object, component string)
 }
 
 // get reads an object from the cache; found is false when it does not exist.
-func (s *Scope) get(ctx context.Context, namespace, name string, obj client.Object) (found bool, err error) {
-	err = s.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj)
+func (s *Scope) get(ctx context.Context, namespace, name string, obj client.Object, opts ...client.GetOption) (found bool, err error) {
+	err = s.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj, opts...)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}

@@ -114,7 +114,9 @@ func reuse[T any](r *Reuse, key string, derive func() (T, error), kinds ...Kind)
 // reuseUpdating is reuse for a value derived from the objects of kind k
 // (and of the kinds also, whose changes derive it again) that update can
 // bring up to date with the objects of kind k named since it was derived
-// (read from the cache, which holds their changes before they are named).
+// (read from the cache, which holds their changes before they are named, as
+// it holds them: client.UnsafeDisableDeepCopy, a copy of the object's top
+// level sharing the rest, read only).
 // update may change the value it is given and return it: it runs between
 // passes, and the plans' passes run one at a time.
 func reuseUpdating[T any](r *Reuse, key string, k Kind, derive func() (T, error), update func(T, []client.ObjectKey) (T, error), also ...Kind) (T, error) {
