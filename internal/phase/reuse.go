@@ -22,8 +22,8 @@ const (
 )
 
 // Reuse keeps, from one pass to the next, what a pass derived from the
-// cache's lists of some kinds, until an object of one of them changes. A
-// pass lists every node, every node Job and every machine plan, and on a
+// cache's lists of some kinds, brought up to date with the objects of them
+// that change. A pass lists every node, every node Job and every machine plan, and on a
 // large cluster most passes come from a change of something else (a pod,
 // the plan's own status): reading and copying every list again on each is
 // what made a pass's cost grow with the cluster.
@@ -32,10 +32,9 @@ const (
 // change what the passes read of it (for Nodes and Jobs, what
 // NodeChangeMatters and JobChangeMatters compare; for the others, every
 // event), before the event asks for a pass: a pass asked for by a change
-// always derives afresh from a cache that holds it. A value that can take in
-// changed objects one at a time (reuseUpdating) reads only the objects named
-// since, instead of the whole list. The zero value is not usable; a nil
-// *Reuse derives on every pass.
+// always reads a cache that holds it, and reads again only the objects
+// named since the last pass (reuseUpdating), not the whole list. The zero
+// value is not usable; a nil *Reuse derives on every pass.
 type Reuse struct {
 	mu      sync.Mutex
 	version [numKinds]uint64
@@ -92,33 +91,14 @@ func (r *Reuse) changedSince(k Kind, v uint64) ([]client.ObjectKey, bool) {
 	return slices.Compact(keys), true
 }
 
-// reuse returns what derive gave for key when no object of kinds has changed
-// since, else derive's new result. derive's result is shared by the passes
-// that follow: nothing may change it.
-func reuse[T any](r *Reuse, key string, derive func() (T, error), kinds ...Kind) (T, error) {
-	if r == nil {
-		return derive()
-	}
-	r.mu.Lock()
-	now := r.version
-	kept, ok := r.kept[key]
-	r.mu.Unlock()
-	if ok && sameVersions(kept.version, now, kinds) {
-		return kept.value.(T), nil
-	}
-	// The versions are read before the lists: a change during derive makes
-	// the next pass derive again.
-	return keep(r, key, now, derive)
-}
-
-// reuseUpdating is reuse for a value derived from the objects of kind k
-// (and of the kinds also, whose changes derive it again) that update can
-// bring up to date with the objects of kind k named since it was derived
-// (read from the cache, which holds their changes before they are named, as
-// it holds them: client.UnsafeDisableDeepCopy, a copy of the object's top
-// level sharing the rest, read only).
-// update may change the value it is given and return it: it runs between
-// passes, and the plans' passes run one at a time.
+// reuseUpdating returns the value kept for key, derived from the objects of
+// kind k and of the kinds also. A change of one of also derives it again; the
+// objects of kind k named since it was derived are handed to update, which
+// reads them from the cache (which holds their changes before they are
+// named) as the cache holds them (client.UnsafeDisableDeepCopy: a copy of the
+// top level that shares the rest, read only). The value is shared by the
+// passes that follow and nothing but update may change it: update runs
+// between passes, and the plans' passes run one at a time.
 func reuseUpdating[T any](r *Reuse, key string, k Kind, derive func() (T, error), update func(T, []client.ObjectKey) (T, error), also ...Kind) (T, error) {
 	if r == nil {
 		return derive()
@@ -142,7 +122,8 @@ func reuseUpdating[T any](r *Reuse, key string, k Kind, derive func() (T, error)
 }
 
 // keep derives the value for key and keeps it as of versions now; a failed
-// derive keeps nothing.
+// derive keeps nothing. The versions are read before the lists: a change
+// during derive makes the next pass read it.
 func keep[T any](r *Reuse, key string, now [numKinds]uint64, derive func() (T, error)) (T, error) {
 	v, err := derive()
 	r.mu.Lock()

@@ -8,42 +8,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// TestReuse: a derived value is reused until a kind it was derived from
-// changes; a change of another kind, or a failed derive, keeps nothing stale.
-func TestReuse(t *testing.T) {
-	r := NewReuse()
-	calls := 0
-	derive := func() (int, error) { calls++; return calls, nil }
-	get := func() int {
-		v, err := reuse(r, "k", derive, KindJobs, KindNodes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	if a, b := get(), get(); a != 1 || b != 1 {
-		t.Fatalf("two passes without a change derived %d and %d, want 1 and 1", a, b)
-	}
-	r.Changed(KindMachines, client.ObjectKey{Name: "m"})
-	if got := get(); got != 1 {
-		t.Errorf("a change of another kind derived again: %d", got)
-	}
-	r.Changed(KindNodes, client.ObjectKey{Name: "n"})
-	if got := get(); got != 2 {
-		t.Errorf("after a change of a kind it reads, got %d, want a new derivation (2)", got)
-	}
-	r.Changed(KindJobs, client.ObjectKey{Namespace: "ns", Name: "j"})
-	if _, err := reuse(r, "k", func() (int, error) { return 0, errors.New("cache not ready") }, KindJobs); err == nil {
-		t.Fatal("a failed derive reported no error")
-	}
-	if got := get(); got != 3 {
-		t.Errorf("after a failed derive, got %d, want a new derivation (3)", got)
-	}
-	if v, _ := reuse(nil, "k", derive); v != 4 {
-		t.Errorf("a nil Reuse reused a value: %d", v)
-	}
-}
-
 // TestReuseUpdating: a kept value is brought up to date with the objects
 // named since, each once; it is derived again when the changes are more than
 // the log names, when a kind it derives afresh from changes, or after a
@@ -97,5 +61,9 @@ func TestReuseUpdating(t *testing.T) {
 	}
 	if _, _ = get(false); derived != 4 {
 		t.Errorf("after a failed update: derived %d times, want 4 (the value may be half updated)", derived)
+	}
+	r = nil
+	if _, _ = get(false); derived != 5 {
+		t.Errorf("a nil Reuse kept a value: derived %d times, want 5", derived)
 	}
 }
