@@ -135,9 +135,8 @@ func cleanup(ctx context.Context, s *Scope) (cleanupReport, error) {
 // manager's memory peaks): that answer is read and dropped as it arrives,
 // not held whole.
 func deleteCollection(ctx context.Context, s *Scope, obj client.Object, namespace string, sel client.MatchingLabels) error {
-	background := client.PropagationPolicy(metav1.DeletePropagationBackground)
-	if _, isJob := obj.(*batchv1.Job); !isJob || s.Kube == nil {
-		return s.Client.DeleteAllOf(ctx, obj, client.InNamespace(namespace), sel, background)
+	if _, isJob := obj.(*batchv1.Job); !isJob {
+		return s.Client.DeleteAllOf(ctx, obj, client.InNamespace(namespace), sel, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	}
 	answer, err := s.Kube.BatchV1().RESTClient().Delete().Namespace(namespace).Resource("jobs").
 		VersionedParams(&metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set(sel)).String()}, scheme.ParameterCodec).

@@ -21,14 +21,15 @@ type jobSelection struct {
 
 type jobSlot struct{ jobType, node string }
 
-// selects reports whether a Job is one of the selection.
+// selects reports whether a Job of the selection's namespace carries its
+// labels.
 func (sel jobSelection) selects(j *batchv1.Job) bool {
 	for k, v := range sel.labels {
 		if j.Labels[k] != v {
 			return false
 		}
 	}
-	return j.Namespace == sel.namespace
+	return true
 }
 
 // jobIndex is a selection's Jobs by type and node, kept between passes.
