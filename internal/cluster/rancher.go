@@ -18,9 +18,9 @@ import (
 )
 
 // LocalCluster reads the provisioning Cluster fleet-local/local.
-func LocalCluster(ctx context.Context, c client.Reader) (*provisioningv1.Cluster, error) {
+func LocalCluster(ctx context.Context, c client.Reader, opts ...client.GetOption) (*provisioningv1.Cluster, error) {
 	cl := &provisioningv1.Cluster{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: FleetLocalNamespace, Name: LocalClusterName}, cl); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: FleetLocalNamespace, Name: LocalClusterName}, cl, opts...); err != nil {
 		return nil, fmt.Errorf("reading the provisioning Cluster %s/%s: %w", FleetLocalNamespace, LocalClusterName, err)
 	}
 	return cl, nil
@@ -57,26 +57,31 @@ func hookedDrain() provisioningv1.DrainOptions {
 // call, so that a retry sets the same value) and the upgrade strategy. It
 // writes nothing when the Cluster already says so.
 func RollNodes(ctx context.Context, c client.Client, version string, generation int64) error {
-	cl, err := LocalCluster(ctx, c)
+	// The cache's own object, read only and not copied unless it is to
+	// change: the node upgrade asks on every pass, and the Cluster already
+	// says so on all but the first.
+	cl, err := LocalCluster(ctx, c, client.UnsafeDisableDeepCopy)
 	if err != nil {
 		return err
 	}
-	before := cl.DeepCopy()
-	cl.Spec.KubernetesVersion = version
-	if cl.Spec.RKEConfig == nil {
-		cl.Spec.RKEConfig = &provisioningv1.RKEConfig{}
-	}
-	cl.Spec.RKEConfig.ProvisionGeneration = generation
-	cl.Spec.RKEConfig.UpgradeStrategy = &provisioningv1.ClusterUpgradeStrategy{
+	strategy := &provisioningv1.ClusterUpgradeStrategy{
 		ControlPlaneConcurrency:  "1",
 		WorkerConcurrency:        "1",
 		ControlPlaneDrainOptions: hookedDrain(),
 		WorkerDrainOptions:       hookedDrain(),
 	}
-	if equality.Semantic.DeepEqual(before.Spec, cl.Spec) {
+	if rke := cl.Spec.RKEConfig; cl.Spec.KubernetesVersion == version && rke != nil && rke.ProvisionGeneration == generation &&
+		equality.Semantic.DeepEqual(rke.UpgradeStrategy, strategy) {
 		return nil
 	}
-	if err := c.Patch(ctx, cl, client.MergeFrom(before)); err != nil {
+	rolled := cl.DeepCopy()
+	rolled.Spec.KubernetesVersion = version
+	if rolled.Spec.RKEConfig == nil {
+		rolled.Spec.RKEConfig = &provisioningv1.RKEConfig{}
+	}
+	rolled.Spec.RKEConfig.ProvisionGeneration = generation
+	rolled.Spec.RKEConfig.UpgradeStrategy = strategy
+	if err := c.Patch(ctx, rolled, client.MergeFrom(cl)); err != nil {
 		return fmt.Errorf("patching the provisioning Cluster %s/%s to roll RKE2 %s: %w", FleetLocalNamespace, LocalClusterName, version, err)
 	}
 	return nil

@@ -31,7 +31,9 @@ func LonghornSetting(ctx context.Context, c client.Reader, name string) (value s
 // SetLonghornSetting sets a Longhorn setting; a missing one is left alone.
 func SetLonghornSetting(ctx context.Context, c client.Client, name, value string) error {
 	s := &longhornv1beta2.Setting{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: LonghornNamespace, Name: name}, s); err != nil {
+	// Read only (the cache's own object when c reads a cache), copied to
+	// change: the node upgrade asks on every pass.
+	if err := c.Get(ctx, client.ObjectKey{Namespace: LonghornNamespace, Name: name}, s, client.UnsafeDisableDeepCopy); err != nil {
 		if absent(err) {
 			return nil
 		}
@@ -40,9 +42,9 @@ func SetLonghornSetting(ctx context.Context, c client.Client, name, value string
 	if s.Value == value {
 		return nil
 	}
-	before := s.DeepCopy()
-	s.Value = value
-	if err := c.Patch(ctx, s, client.MergeFrom(before)); err != nil {
+	changed := s.DeepCopy()
+	changed.Value = value
+	if err := c.Patch(ctx, changed, client.MergeFrom(s)); err != nil {
 		return fmt.Errorf("setting Longhorn setting %s to %q: %w", name, value, err)
 	}
 	return nil
@@ -64,7 +66,8 @@ func AddonEnabled(ctx context.Context, c client.Reader, namespace, name string) 
 // SetAddonEnabled enables or disables an Addon; a missing one is left alone.
 func SetAddonEnabled(ctx context.Context, c client.Client, namespace, name string, enabled bool) error {
 	a := &harvesterv1beta1.Addon{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, a); err != nil {
+	// Read only, as in SetLonghornSetting.
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, a, client.UnsafeDisableDeepCopy); err != nil {
 		if absent(err) {
 			return nil
 		}
@@ -73,9 +76,9 @@ func SetAddonEnabled(ctx context.Context, c client.Client, namespace, name strin
 	if a.Spec.Enabled == enabled {
 		return nil
 	}
-	before := a.DeepCopy()
-	a.Spec.Enabled = enabled
-	if err := c.Patch(ctx, a, client.MergeFrom(before)); err != nil {
+	changed := a.DeepCopy()
+	changed.Spec.Enabled = enabled
+	if err := c.Patch(ctx, changed, client.MergeFrom(a)); err != nil {
 		return fmt.Errorf("setting Addon %s/%s enabled=%v: %w", namespace, name, enabled, err)
 	}
 	return nil

@@ -184,6 +184,39 @@ func TestEveryOrderOfEventsIsForwardOnly(t *testing.T) {
 	}
 }
 
+// TestUpgradedNodesStay: an upgraded node stays where it is, silent,
+// whatever is observed of it and of the other nodes; the node upgrade
+// relies on it to observe nothing of upgraded nodes.
+func TestUpgradedNodesStay(t *testing.T) {
+	jobs := []Job{{}, running, succeeded, failed}
+	for _, state := range v1beta1.AllNodeStates() {
+		if !Upgraded(state) {
+			continue
+		}
+		for mask := 0; mask < 128; mask++ {
+			for _, job := range jobs {
+				for _, other := range []v1beta1.NodeUpgradeState{preloaded, postDrain, waiting} {
+					n := Node{Name: "n", State: state, Paused: mask&1 != 0, PlanPaused: mask&2 != 0, PreDrainRequested: mask&4 != 0,
+						PostDrainRequested: mask&8 != 0, Overdue: mask&16 != 0, Before: before, Target: target,
+						PreDrain: job, PostDrain: job, SingleNodeUpgrade: job}
+					if mask&32 != 0 {
+						n.Host = back
+					}
+					if mask&64 != 0 {
+						n.Unhealthy, n.DrainBlocked, n.Rancher = "a volume is degraded", "a PDB blocks", "waiting"
+					}
+					for _, single := range []bool{false, true} {
+						got := DecideInto(nil, []Node{n, {Name: "m", State: other, PreDrainRequested: true}}, single)
+						if got[0] != (Decision{State: state}) {
+							t.Fatalf("%+v (single=%v, other node %s) decided %+v, want it to stay silently", n, single, other, got[0])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 func TestAcknowledged(t *testing.T) {
 	for _, s := range append(v1beta1.AllNodeStates(), "") {
 		pre, post := Acknowledged(s)

@@ -113,6 +113,7 @@ func BenchmarkUpgrade(b *testing.B) {
 				b.ReportMetric(float64(r.reconciles["upgradeplan"]), "plan-reconciles")
 				b.ReportMetric(float64(r.reconciles["upgradeplan"])/float64(nodes), "plan-reconciles/node")
 				b.ReportMetric(float64(r.total())/float64(nodes), "requests/node")
+				b.ReportMetric(float64(r.nodeUpdates)/float64(nodes), "world-node-updates/node")
 				b.ReportMetric(float64(r.sent)/1024/float64(nodes), "sent-KiB/node")
 				b.ReportMetric(float64(r.received)/1024/float64(nodes), "received-KiB/node")
 				b.ReportMetric(r.reconcileTime.Seconds()*1000/float64(nodes), "reconcile-ms/node")
@@ -147,6 +148,10 @@ type result struct {
 	quiet  map[string]int
 	memory memory
 	phases map[string]time.Duration
+	// nodeUpdates are the world's updates of its Nodes during the run,
+	// everyone's (the manager's included), and churn who made them.
+	nodeUpdates int
+	churn       string
 }
 
 // total is the number of API requests.
@@ -172,6 +177,7 @@ func (r *result) String() string {
 		fmt.Fprintf(&b, "  reconciles %-12s %d\n", c, r.reconciles[c])
 	}
 	b.WriteString(phaseTimes(r.phases))
+	b.WriteString(r.churn)
 	var keys []string
 	for k := range r.requests {
 		keys = append(keys, k)
@@ -203,6 +209,10 @@ func upgrade(b *testing.B, nodes int) *result {
 	mgr := startManager(b, env, s, nodes)
 	defer mgr.stop()
 
+	churn, err := watchNodeChurn(ctx, env.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
 	run := &simrun.Run{Env: env, Sim: s, Client: env.Client}
 	start := time.Now()
 	plan, err := run.CreatePlan(ctx, v1beta1.UpgradePlanSpec{}, nil)
@@ -237,7 +247,8 @@ func upgrade(b *testing.B, nodes int) *result {
 	time.Sleep(2 * time.Second)
 	after := mgr.scrape(b)
 	r := &result{nodes: nodes, wall: wall, reconciles: after.reconciles, requests: after.requests, bytes: before.bytes, reconcileTime: after.reconcileTime, cpu: before.cpu,
-		writes: after.writes(), quietWrites: after.writes() - before.writes(), quiet: map[string]int{}, phases: after.phases}
+		writes: after.writes(), quietWrites: after.writes() - before.writes(), quiet: map[string]int{}, phases: after.phases,
+		nodeUpdates: churn.total(), churn: churn.String()}
 	for _, v := range before.bytes {
 		r.sent += v.Sent
 		r.received += v.Received

@@ -1,0 +1,117 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+)
+
+// nodeChurn counts the updates of the world's Nodes by who made them (the
+// field manager whose managedFields entry each update changed): every one
+// reaches the manager's Node watch, so a run whose world updated its Nodes
+// more than another's is not comparable with it. It watches metadata only,
+// which carries the managedFields and costs the API server little.
+type nodeChurn struct {
+	mu      sync.Mutex
+	updates map[string]int
+	// last is each Node's managedFields as last seen.
+	last map[string][]metav1.ManagedFieldsEntry
+	done chan struct{}
+}
+
+func watchNodeChurn(ctx context.Context, cfg *rest.Config) (*nodeChurn, error) {
+	nodes := metadata.NewForConfigOrDie(cfg).Resource(schema.GroupVersionResource{Version: "v1", Resource: "nodes"})
+	list, err := nodes.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	c := &nodeChurn{updates: map[string]int{}, last: map[string][]metav1.ManagedFieldsEntry{}, done: make(chan struct{})}
+	for _, n := range list.Items {
+		c.last[n.Name] = n.ManagedFields
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return nodes.Watch(ctx, opts)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		defer close(c.done)
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return
+				}
+				if m, isMeta := ev.Object.(*metav1.PartialObjectMetadata); isMeta && ev.Type == watch.Modified {
+					c.count(m)
+				}
+			}
+		}
+	}()
+	return c, nil
+}
+
+func (c *nodeChurn) count(m *metav1.PartialObjectMetadata) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	before := c.last[m.Name]
+	c.last[m.Name] = m.ManagedFields
+	// An update that changes only values of fields its writer already
+	// owns leaves managedFields as they were: its writer is not known.
+	by := "(values only, writer unknown)"
+	for _, e := range m.ManagedFields {
+		if !slices.ContainsFunc(before, func(b metav1.ManagedFieldsEntry) bool { return sameEntry(b, e) }) {
+			by = e.Manager + " " + string(e.Operation)
+			if e.Subresource != "" {
+				by += " " + e.Subresource
+			}
+			break
+		}
+	}
+	c.updates[by]++
+}
+
+// sameEntry tells whether two managedFields entries are the same write.
+func sameEntry(a, b metav1.ManagedFieldsEntry) bool {
+	return a.Manager == b.Manager && a.Operation == b.Operation && a.Subresource == b.Subresource &&
+		a.Time.Equal(b.Time) && (a.FieldsV1 == nil) == (b.FieldsV1 == nil) &&
+		(a.FieldsV1 == nil || string(a.FieldsV1.Raw) == string(b.FieldsV1.Raw))
+}
+
+// total and String report the counts so far.
+func (c *nodeChurn) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.updates {
+		n += v
+	}
+	return n
+}
+
+func (c *nodeChurn) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	for _, by := range slices.Sorted(maps.Keys(c.updates)) {
+		fmt.Fprintf(&b, "  node updates by %-44s %6d\n", by, c.updates[by])
+	}
+	return b.String()
+}
