@@ -113,7 +113,7 @@ func newClient() (client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reaching the Kubernetes API: %w", err)
 	}
-	return client.New(cfg, client.Options{Scheme: cluster.NewScheme()})
+	return client.New(cfg, client.Options{Scheme: cluster.Scheme()})
 }
 
 // requireEnv returns an environment variable, or an error that names it.

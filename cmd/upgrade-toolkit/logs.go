@@ -54,7 +54,7 @@ machine-plan Secrets with every value redacted, and this toolkit's version.`,
 			if err != nil {
 				return fmt.Errorf("no cluster to ask: %w (pass --kubeconfig or set KUBECONFIG)", err)
 			}
-			c, err := client.New(cfg, client.Options{Scheme: cluster.NewScheme()})
+			c, err := client.New(cfg, client.Options{Scheme: cluster.Scheme()})
 			if err != nil {
 				return err
 			}

@@ -95,7 +95,7 @@ Exit codes:
 // runPreflight previews plan on the cluster cfg reaches and prints the
 // report; errPreflightFailed (exit code 7) when a check failed.
 func runPreflight(ctx context.Context, cfg *rest.Config, plan *v1beta1.UpgradePlan, output string, w io.Writer) error {
-	c, err := client.New(cfg, client.Options{Scheme: cluster.NewScheme()})
+	c, err := client.New(cfg, client.Options{Scheme: cluster.Scheme()})
 	if err != nil {
 		return fmt.Errorf("reaching the Kubernetes API: %w", err)
 	}

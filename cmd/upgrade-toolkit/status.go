@@ -80,7 +80,7 @@ func statusClients() (client.Reader, status.LogReader, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("no cluster to ask: %w (pass --kubeconfig or set KUBECONFIG)", err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: cluster.NewScheme()})
+	c, err := client.New(cfg, client.Options{Scheme: cluster.Scheme()})
 	if err != nil {
 		return nil, nil, err
 	}

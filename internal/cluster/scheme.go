@@ -19,11 +19,9 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
 )
 
-// AddToScheme registers the built-in kinds, the UpgradePlan API and every
-// foreign kind the toolkit uses.
-func AddToScheme(s *runtime.Scheme) error {
+// addToolkitKinds registers the UpgradePlan API and the foreign kinds.
+func addToolkitKinds(s *runtime.Scheme) error {
 	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme,
 		upgradev1beta1.AddToScheme,
 		harvesterv1beta1.AddToScheme,
 		provisioningv1.AddToScheme,
@@ -44,9 +42,14 @@ func AddToScheme(s *runtime.Scheme) error {
 	return nil
 }
 
-// NewScheme returns a scheme with everything AddToScheme registers.
-func NewScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(AddToScheme(s))
-	return s
-}
+// The toolkit's kinds join client-go's scheme, which client-go fills with
+// every built-in kind as the process starts (the clientset and
+// controller-runtime link it in any case): a scheme of its own would hold
+// all of those a second time, about 2 MiB. Registered here, before any
+// client can read the scheme.
+func init() { utilruntime.Must(addToolkitKinds(clientgoscheme.Scheme)) }
+
+// Scheme returns the scheme of the built-in kinds, the UpgradePlan API
+// and every foreign kind the toolkit uses: client-go's, shared by every
+// caller.
+func Scheme() *runtime.Scheme { return clientgoscheme.Scheme }

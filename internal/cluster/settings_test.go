@@ -89,6 +89,10 @@ func TestNodeUpgradeSettingsAreWrittenOnce(t *testing.T) {
 	}
 
 	setting := &longhornv1beta2.Setting{ObjectMeta: objMeta(cluster.LonghornNamespace, cluster.LonghornReplicaReplenishmentWaitInterval), Value: "600"}
+	// Another test of the package may have made it.
+	if err := c.Delete(ctx, setting); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
 	if err := c.Create(ctx, setting); err != nil {
 		t.Fatal(err)
 	}

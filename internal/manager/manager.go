@@ -144,7 +144,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 cluster.NewScheme(),
+		Scheme:                 cluster.Scheme(),
 		Metrics:                metrics.ServerOptions(opts.MetricsAddr, opts.MetricsSecure),
 		HealthProbeBindAddress: opts.ProbeAddr,
 		PprofBindAddress:       opts.PprofAddr,

@@ -38,7 +38,7 @@ func node(state v1beta1.NodeUpgradeState, sec int) v1beta1.NodeUpgradeStatus {
 // TestRecordObservesEachTransitionOnce: the durations and failures are
 // observed from what a status write moved, once, whatever is written again.
 func TestRecordObservesEachTransitionOnce(t *testing.T) {
-	if err := metrics.Register(fake.NewClientBuilder().WithScheme(cluster.NewScheme()).Build()); err != nil {
+	if err := metrics.Register(fake.NewClientBuilder().WithScheme(cluster.Scheme()).Build()); err != nil {
 		t.Fatal(err)
 	}
 	p := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: "record-once"}}
@@ -99,7 +99,7 @@ func TestCollectorReportsEveryPlan(t *testing.T) {
 	}
 	failed := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: "collect-failed"}}
 	history(failed, v1beta1.PhaseInitializing, 0, v1beta1.PhaseFailed, 5)
-	c := fake.NewClientBuilder().WithScheme(cluster.NewScheme()).WithObjects(running, failed).Build()
+	c := fake.NewClientBuilder().WithScheme(cluster.Scheme()).WithObjects(running, failed).Build()
 	if err := metrics.Register(c); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestNamesAreWhatTheManagerExports(t *testing.T) {
 	p := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: "names"}}
 	history(p, v1beta1.PhaseNodeUpgrading, 0)
 	p.Status.NodeUpgradeStatuses = map[string]v1beta1.NodeUpgradeStatus{"node-1": node(v1beta1.NodeStatePreDraining, 0)}
-	if err := metrics.Register(fake.NewClientBuilder().WithScheme(cluster.NewScheme()).WithObjects(p).Build()); err != nil {
+	if err := metrics.Register(fake.NewClientBuilder().WithScheme(cluster.Scheme()).WithObjects(p).Build()); err != nil {
 		t.Fatal(err)
 	}
 	done := p.DeepCopy()

@@ -29,7 +29,7 @@ func TestClusterUpgradeChecksReadTheAPIServer(t *testing.T) {
 		return &managementv3.ManagedChart{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: cluster.HarvesterManagedChart},
 			Spec: managementv3.ManagedChartSpec{Version: version}}
 	}
-	scheme := cluster.NewScheme()
+	scheme := cluster.Scheme()
 	world := func(objs ...client.Object) client.Client {
 		return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
 	}

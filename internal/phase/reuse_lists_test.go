@@ -28,7 +28,7 @@ func TestKeptListsFollowTheCache(t *testing.T) {
 	ctx := context.Background()
 	for seed := range uint64(10) {
 		rnd := rand.New(rand.NewPCG(seed, 1))
-		c := fake.NewClientBuilder().WithScheme(cluster.NewScheme()).Build()
+		c := fake.NewClientBuilder().WithScheme(cluster.Scheme()).Build()
 		plan := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
 		kept := &Scope{Client: c, Plan: plan, Reuse: NewReuse()}
 		fresh := &Scope{Client: c, Plan: plan}

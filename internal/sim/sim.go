@@ -70,7 +70,7 @@ func Start(ctx context.Context, restCfg *rest.Config, cfg Config) (*Sim, error) 
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Sim{cfg: cfg, scheme: cluster.NewScheme(), log: logf.FromContext(ctx).WithName("sim"), stopped: make(chan struct{})}
+	s := &Sim{cfg: cfg, scheme: cluster.Scheme(), log: logf.FromContext(ctx).WithName("sim"), stopped: make(chan struct{})}
 	s.faults.replace(cfg.Faults)
 
 	simCfg := rest.CopyConfig(restCfg)

@@ -163,7 +163,7 @@ func StartWith(opts Options) (e *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	scheme := cluster.NewScheme()
+	scheme := cluster.Scheme()
 	// Tests inspect the installed CRDs too.
 	if err := apiextv1.AddToScheme(scheme); err != nil {
 		return nil, err

@@ -267,7 +267,7 @@ func Timeline(p *v1beta1.UpgradePlan, logs []v1beta1.CapturedLog) string {
 // empty, so that the YAML can be applied or read by kubectl.
 func withKind(obj client.Object) client.Object {
 	obj = obj.DeepCopyObject().(client.Object)
-	if gvks, _, err := cluster.NewScheme().ObjectKinds(obj); err == nil && len(gvks) > 0 {
+	if gvks, _, err := cluster.Scheme().ObjectKinds(obj); err == nil && len(gvks) > 0 {
 		obj.GetObjectKind().SetGroupVersionKind(gvks[0])
 	}
 	obj.SetManagedFields(nil)

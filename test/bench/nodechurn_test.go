@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -27,45 +28,70 @@ type nodeChurn struct {
 	updates map[string]int
 	// last is each Node's managedFields as last seen.
 	last map[string][]metav1.ManagedFieldsEntry
-	done chan struct{}
 }
 
 func watchNodeChurn(ctx context.Context, cfg *rest.Config) (*nodeChurn, error) {
 	nodes := metadata.NewForConfigOrDie(cfg).Resource(schema.GroupVersionResource{Version: "v1", Resource: "nodes"})
-	list, err := nodes.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	c := &nodeChurn{updates: map[string]int{}, last: map[string][]metav1.ManagedFieldsEntry{}, done: make(chan struct{})}
-	for _, n := range list.Items {
-		c.last[n.Name] = n.ManagedFields
-	}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return nodes.Watch(ctx, opts)
-		},
-	})
+	c := &nodeChurn{updates: map[string]int{}, last: map[string][]metav1.ManagedFieldsEntry{}}
+	w, err := c.relist(ctx, nodes)
 	if err != nil {
 		return nil, err
 	}
 	go func() {
-		defer close(c.done)
-		defer w.Stop()
 		for {
-			select {
-			case <-ctx.Done():
+			c.follow(ctx, w)
+			if ctx.Err() != nil {
 				return
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					return
-				}
-				if m, isMeta := ev.Object.(*metav1.PartialObjectMetadata); isMeta && ev.Type == watch.Modified {
-					c.count(m)
+			}
+			// The watch ended (its resource version too old, say): what
+			// happened since its last event is not counted, and said so.
+			c.mu.Lock()
+			c.updates["(not counted: the watch was listed again)"]++
+			c.mu.Unlock()
+			for w = nil; w == nil && ctx.Err() == nil; {
+				if w, err = c.relist(ctx, nodes); err != nil {
+					time.Sleep(time.Second)
 				}
 			}
 		}
 	}()
 	return c, nil
+}
+
+// relist reads every Node's managedFields and watches from there.
+func (c *nodeChurn) relist(ctx context.Context, nodes metadata.ResourceInterface) (watch.Interface, error) {
+	list, err := nodes.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	for _, n := range list.Items {
+		c.last[n.Name] = n.ManagedFields
+	}
+	c.mu.Unlock()
+	return watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return nodes.Watch(ctx, opts)
+		},
+	})
+}
+
+// follow counts the watch's updates until it or ctx ends.
+func (c *nodeChurn) follow(ctx context.Context, w watch.Interface) {
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return
+			}
+			if m, isMeta := ev.Object.(*metav1.PartialObjectMetadata); isMeta && ev.Type == watch.Modified {
+				c.count(m)
+			}
+		}
+	}
 }
 
 func (c *nodeChurn) count(m *metav1.PartialObjectMetadata) {

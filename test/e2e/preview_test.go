@@ -42,7 +42,7 @@ func TestPreview(t *testing.T) {
 		}
 	}()
 	counter := apicount.New()
-	c, err := client.New(counter.Wrap(run.Env.Config), client.Options{Scheme: cluster.NewScheme()})
+	c, err := client.New(counter.Wrap(run.Env.Config), client.Options{Scheme: cluster.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
