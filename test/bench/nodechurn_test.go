@@ -99,9 +99,9 @@ func (c *nodeChurn) count(m *metav1.PartialObjectMetadata) {
 	defer c.mu.Unlock()
 	before := c.last[m.Name]
 	c.last[m.Name] = m.ManagedFields
-	// An update that changes only values of fields its writer already
-	// owns leaves managedFields as they were: its writer is not known.
-	by := "(values only, writer unknown)"
+	// A writer's entry keeps its time to the second: its second update of
+	// the same fields within a second leaves managedFields as they were.
+	by := "(writer not known: a repeat within a second)"
 	for _, e := range m.ManagedFields {
 		if !slices.ContainsFunc(before, func(b metav1.ManagedFieldsEntry) bool { return sameEntry(b, e) }) {
 			by = e.Manager + " " + string(e.Operation)
