@@ -42,9 +42,9 @@ func TestNodeChurnNamesTheWriter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	update("labeller", func(n *corev1.Node) { n.Labels["b"] = "1" })    // a field of its own
+	update("labeller", func(n *corev1.Node) { n.Labels["b"] = "1" }) // a field of its own
 	time.Sleep(1100 * time.Millisecond)
-	update("labeller", func(n *corev1.Node) { n.Labels["b"] = "2" })    // the same field, a new value
+	update("labeller", func(n *corev1.Node) { n.Labels["b"] = "2" }) // the same field, a new value
 	update("cordoner", func(n *corev1.Node) { n.Spec.Unschedulable = true })
 	want := map[string]int{"labeller Update": 2, "cordoner Update": 1}
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
