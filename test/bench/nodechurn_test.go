@@ -7,15 +7,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 )
 
 // nodeChurn counts the updates of the world's Nodes by who made them (the
@@ -26,84 +24,36 @@ import (
 type nodeChurn struct {
 	mu      sync.Mutex
 	updates map[string]int
-	// last is each Node's managedFields as last seen.
-	last map[string][]metav1.ManagedFieldsEntry
 }
 
+// watchNodeChurn counts from when the Nodes are listed until ctx ends.
 func watchNodeChurn(ctx context.Context, cfg *rest.Config) (*nodeChurn, error) {
-	nodes := metadata.NewForConfigOrDie(cfg).Resource(schema.GroupVersionResource{Version: "v1", Resource: "nodes"})
-	c := &nodeChurn{updates: map[string]int{}, last: map[string][]metav1.ManagedFieldsEntry{}}
-	w, err := c.relist(ctx, nodes)
-	if err != nil {
+	c := &nodeChurn{updates: map[string]int{}}
+	nodes := metadatainformer.NewFilteredMetadataInformer(metadata.NewForConfigOrDie(cfg),
+		schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, "", 0, cache.Indexers{}, nil).Informer()
+	if _, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(o, n any) {
+			was, is := o.(*metav1.PartialObjectMetadata), n.(*metav1.PartialObjectMetadata)
+			if was.ResourceVersion != is.ResourceVersion { // not a relist's replay
+				c.count(was, is)
+			}
+		},
+	}); err != nil {
 		return nil, err
 	}
-	go func() {
-		for {
-			c.follow(ctx, w)
-			if ctx.Err() != nil {
-				return
-			}
-			// The watch ended (its resource version too old, say): what
-			// happened since its last event is not counted, and said so.
-			c.mu.Lock()
-			c.updates["(not counted: the watch was listed again)"]++
-			c.mu.Unlock()
-			for w = nil; w == nil && ctx.Err() == nil; {
-				if w, err = c.relist(ctx, nodes); err != nil {
-					time.Sleep(time.Second)
-				}
-			}
-		}
-	}()
+	go nodes.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), nodes.HasSynced) {
+		return nil, fmt.Errorf("listing the Nodes to count their updates: %w", ctx.Err())
+	}
 	return c, nil
 }
 
-// relist reads every Node's managedFields and watches from there.
-func (c *nodeChurn) relist(ctx context.Context, nodes metadata.ResourceInterface) (watch.Interface, error) {
-	list, err := nodes.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	for _, n := range list.Items {
-		c.last[n.Name] = n.ManagedFields
-	}
-	c.mu.Unlock()
-	return watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return nodes.Watch(ctx, opts)
-		},
-	})
-}
-
-// follow counts the watch's updates until it or ctx ends.
-func (c *nodeChurn) follow(ctx context.Context, w watch.Interface) {
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return
-			}
-			if m, isMeta := ev.Object.(*metav1.PartialObjectMetadata); isMeta && ev.Type == watch.Modified {
-				c.count(m)
-			}
-		}
-	}
-}
-
-func (c *nodeChurn) count(m *metav1.PartialObjectMetadata) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	before := c.last[m.Name]
-	c.last[m.Name] = m.ManagedFields
+func (c *nodeChurn) count(was, is *metav1.PartialObjectMetadata) {
 	// A writer's entry keeps its time to the second: its second update of
 	// the same fields within a second leaves managedFields as they were.
 	by := "(writer not known: a repeat within a second)"
-	for _, e := range m.ManagedFields {
-		if !slices.ContainsFunc(before, func(b metav1.ManagedFieldsEntry) bool { return sameEntry(b, e) }) {
+	for _, e := range is.ManagedFields {
+		if !slices.ContainsFunc(was.ManagedFields, func(b metav1.ManagedFieldsEntry) bool { return sameEntry(b, e) }) {
 			by = e.Manager + " " + string(e.Operation)
 			if e.Subresource != "" {
 				by += " " + e.Subresource
@@ -111,7 +61,9 @@ func (c *nodeChurn) count(m *metav1.PartialObjectMetadata) {
 			break
 		}
 	}
+	c.mu.Lock()
 	c.updates[by]++
+	c.mu.Unlock()
 }
 
 // sameEntry tells whether two managedFields entries are the same write.
