@@ -51,5 +51,5 @@ func init() { utilruntime.Must(addToolkitKinds(clientgoscheme.Scheme)) }
 
 // Scheme returns the scheme of the built-in kinds, the UpgradePlan API
 // and every foreign kind the toolkit uses: client-go's, shared by every
-// caller.
+// caller and read concurrently, so nothing may register into it.
 func Scheme() *runtime.Scheme { return clientgoscheme.Scheme }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -117,5 +118,15 @@ func TestNodeUpgradeSettingsAreWrittenOnce(t *testing.T) {
 	}
 	if err := cluster.SetLonghornSetting(ctx, c, "no-such-setting", "1"); err != nil {
 		t.Errorf("a missing Longhorn setting is left alone, got %v", err)
+	}
+}
+
+// The shared scheme knows the kinds the tests and the toolkit read, the
+// CRDs' among them, without anyone registering into it at run time.
+func TestSchemeHoldsEveryKindRead(t *testing.T) {
+	for _, obj := range []client.Object{&v1beta1.UpgradePlan{}, &apiextv1.CustomResourceDefinition{}, &provisioningv1.Cluster{}, &longhornv1beta2.Setting{}} {
+		if _, _, err := cluster.Scheme().ObjectKinds(obj); err != nil {
+			t.Errorf("%T: %v", obj, err)
+		}
 	}
 }

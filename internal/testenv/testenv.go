@@ -163,11 +163,9 @@ func StartWith(opts Options) (e *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Shared by every test of the process, and read while they run: never
+	// registered into here (it holds the CRDs' kind, which tests inspect).
 	scheme := cluster.Scheme()
-	// Tests inspect the installed CRDs too.
-	if err := apiextv1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
 	defs, err := CRDs()
 	if err != nil {
 		return nil, err
