@@ -130,6 +130,12 @@ const (
 	// captured to its end, so that a pod deleted right after it finished
 	// (a Job's TTL, a cleanup) keeps its log for the capture.
 	FinalizerLogCapture = Prefix + "log-capture"
+	// LabelLogCaptureDone on a pod says that the capture let it go (its
+	// log is kept, or there was nothing to keep it for), in the patch that
+	// removes FinalizerLogCapture. The manager caches no such pod: nothing
+	// it decides reads a pod whose log is done, and at hundreds of nodes
+	// the finished pods would be much of what it holds.
+	LabelLogCaptureDone = Prefix + "log-capture-done"
 	// ConditionTruncated is True on an UpgradeLog that reached the plan's
 	// size limit.
 	ConditionTruncated = "Truncated"

@@ -208,3 +208,27 @@ func TestNodeReachedAck(t *testing.T) {
 		}
 	}
 }
+
+// TestPodGoneMatters: a pod that leaves the cache because the capture let it
+// go (the API server tells it with the pod as it was: held, not deleting)
+// wakes no plan; a pod deleted, held or not, does: the cleanup waits for it.
+func TestPodGoneMatters(t *testing.T) {
+	held := []string{v1beta1.FinalizerLogCapture}
+	deleting := ptr.To(metav1.Now())
+	for name, tc := range map[string]struct {
+		finalizers []string
+		deleted    *metav1.Time
+		want       bool
+	}{
+		"let go by the capture":          {held, nil, false},
+		"deleted, never held":            {nil, deleting, true},
+		"let go while being deleted":     {held, deleting, true},
+		"left the selection, never held": {nil, nil, true},
+		"held by another finalizer only": {[]string{"other"}, nil, true},
+	} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Finalizers: tc.finalizers, DeletionTimestamp: tc.deleted}}
+		if got := podGoneMatters(event.DeleteEvent{Object: pod}); got != tc.want {
+			t.Errorf("%s: matters %v, want %v", name, got, tc.want)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -69,7 +70,7 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 		Watches(&batchv1.Job{}, changingWhenKept(r.Reuse, phase.KindJobs, byPlanLabel, predicate.Funcs{UpdateFunc: jobChangeMatters})).
 		Watches(&appsv1.Deployment{}, byPlanLabel).
 		Watches(&corev1.Service{}, byPlanLabel).
-		Watches(&corev1.Pod{}, byPlanLabel, builder.WithPredicates(predicate.Funcs{CreateFunc: podCreated, UpdateFunc: podChangeMatters})).
+		Watches(&corev1.Pod{}, byPlanLabel, builder.WithPredicates(predicate.Funcs{CreateFunc: podCreated, UpdateFunc: podChangeMatters, DeleteFunc: podGoneMatters})).
 		Watches(&upgradev1.Plan{}, byPlanLabel).
 		Watches(&harvesterv1beta1.VirtualMachineImage{}, handler.EnqueueRequestsFromMapFunc(r.plansOfImage)).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.plansOfEndpointSlice)).
@@ -170,6 +171,16 @@ func jobChangeMatters(e event.UpdateEvent) bool {
 // podCreated: a new pod asks for no pass. Its Job's status counts it, and
 // what a plan reads of the pod itself comes later (podChangeMatters).
 func podCreated(event.CreateEvent) bool { return false }
+
+// podGoneMatters drops the pods that leave the cache because the log
+// capture let them go (v1beta1.LabelLogCaptureDone): the API server tells
+// the watch with the pod as it was, still held and not being deleted, which
+// no pod deleted for good can be. They ran to their end, and nothing a plan
+// decides changes; a pod deleted, or let go while being deleted, is kept:
+// the cleanup waits for it.
+func podGoneMatters(e event.DeleteEvent) bool {
+	return e.Object.GetDeletionTimestamp() != nil || !controllerutil.ContainsFinalizer(e.Object, v1beta1.FinalizerLogCapture)
+}
 
 // podChangeMatters keeps the pod updates a plan decides on: the scheduler's
 // verdict (a pod it cannot place is named in the plan's progress), how its

@@ -145,6 +145,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 cluster.Scheme(),
+		MapperProvider:         newRESTMapper,
 		Metrics:                metrics.ServerOptions(opts.MetricsAddr, opts.MetricsSecure),
 		HealthProbeBindAddress: opts.ProbeAddr,
 		PprofBindAddress:       opts.PprofAddr,
@@ -375,11 +376,7 @@ func shared(s string) string { return unique.Make(s).Value() }
 // when they belong to an upgrade, and pods in cattle-system (the
 // system-upgrade-controller Jobs') only to capture their logs.
 func cacheOptions(upgradeLog bool, plans *planstatus.Store) cache.Options {
-	ours, err := labels.NewRequirement(v1beta1.LabelUpgradePlan, selection.Exists, nil)
-	if err != nil {
-		panic(err) // a constant selector
-	}
-	byPlan := labels.NewSelector().Add(*ours)
+	byPlan := labels.NewSelector().Add(requirement(v1beta1.LabelUpgradePlan, selection.Exists))
 	in := func(namespaces ...string) cache.ByObject {
 		c := cache.ByObject{Namespaces: map[string]cache.Config{}}
 		for _, ns := range namespaces {
@@ -397,7 +394,11 @@ func cacheOptions(upgradeLog bool, plans *planstatus.Store) cache.Options {
 	if upgradeLog {
 		pods = in(upgradelog.Namespaces...)
 	}
-	pods.Label = byPlan
+	// A pod whose log the capture kept is done with: the API server drops
+	// it from the watch, so that the cache holds the running and the
+	// unfinished ones, not every pod of the upgrade (the cleanup, which
+	// waits for every pod, asks the API server for the others).
+	pods.Label = byPlan.Add(requirement(v1beta1.LabelLogCaptureDone, selection.DoesNotExist))
 	pods.Transform = stripPod
 	configMaps := harvester
 	configMaps.Transform = stripLogText
@@ -436,4 +437,13 @@ func cacheOptions(upgradeLog bool, plans *planstatus.Store) cache.Options {
 			&managementv3.Setting{}:      {Field: serverVersion},
 			&discoveryv1.EndpointSlice{}: in(cluster.HarvesterNamespace, "default"),
 		}}
+}
+
+// requirement is a constant label requirement: the key exists, or not.
+func requirement(key string, op selection.Operator) labels.Requirement {
+	r, err := labels.NewRequirement(key, op, nil)
+	if err != nil {
+		panic(err) // a constant, valid key
+	}
+	return *r
 }

@@ -195,7 +195,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	reader, now := c.reader, c.Now()
 	c.mu.Unlock()
 	var list v1beta1.UpgradePlanList
-	if reader == nil || reader.List(ctx, &list) != nil {
+	// Read only: the cache's own plans, not copies of every node's status.
+	if reader == nil || reader.List(ctx, &list, client.UnsafeDisableDeepCopy) != nil {
 		return
 	}
 	for _, p := range list.Items {

@@ -69,7 +69,12 @@ func Cleanup(ctx context.Context, s *Scope) (Result, error) {
 	case len(r.unsettled) > 0:
 		return Wait("cleaning up: %s", strings.Join(r.unsettled, "; ")).After(restoreRetry), nil
 	case len(r.left) > 0:
-		return Wait("cleaning up: waiting for %s to be deleted", list(r.left)), nil
+		w := Wait("cleaning up: waiting for %s to be deleted", list(r.left))
+		if r.unwatched {
+			// No event comes when they go.
+			w = w.After(unwatchedPoll)
+		}
+		return w, nil
 	}
 	return Done(), nil
 }
@@ -78,10 +83,16 @@ func Cleanup(ctx context.Context, s *Scope) (Result, error) {
 // again.
 const restoreRetry = 5 * time.Second
 
+// unwatchedPoll is how often a cleanup that waits for pods outside the
+// cache (those the log capture let go) asks the API server about them.
+const unwatchedPoll = 5 * time.Second
+
 // cleanupReport is what one cleanup pass did and what is left.
 type cleanupReport struct {
 	// left names the plan's objects still being deleted.
 	left []string
+	// unwatched: some of left are outside the cache.
+	unwatched bool
 	// restored says which settings this pass put back, as read back from
 	// the API server.
 	restored []string
@@ -122,6 +133,14 @@ func cleanup(ctx context.Context, s *Scope) (cleanupReport, error) {
 		return r, err
 	}
 	r.left = append(r.left, pods...)
+	if len(r.left) == 0 {
+		// Last, when nothing in the cache is left: the Jobs are gone, and
+		// the garbage collector deletes their pods.
+		if r.left, err = podsLetGo(ctx, s, sel); err != nil {
+			return r, err
+		}
+		r.unwatched = len(r.left) > 0
+	}
 	if err := unmarkNodes(ctx, s); err != nil {
 		return r, err
 	}
@@ -164,14 +183,8 @@ func deleteCollection(ctx context.Context, s *Scope, obj client.Object, namespac
 // else would let a held pod go (a manager restarted without it): the
 // cleanup releases it.
 func podsLeft(ctx context.Context, s *Scope, sel client.MatchingLabels) ([]string, error) {
-	namespaces := []string{cluster.HarvesterNamespace}
-	if s.Config.UpgradeLog {
-		// The cache holds system-upgrade-controller's pods only for the
-		// capture.
-		namespaces = upgradelog.Namespaces
-	}
 	var left []string
-	for _, ns := range namespaces {
+	for _, ns := range podNamespaces(s) {
 		var pods corev1.PodList
 		// The cache's own pods, read only; a copy is made to write.
 		if err := s.Client.List(ctx, &pods, client.InNamespace(ns), sel, client.UnsafeDisableDeepCopy); err != nil {
@@ -196,6 +209,46 @@ func podsLeft(ctx context.Context, s *Scope, sel client.MatchingLabels) ([]strin
 	}
 	return left, nil
 }
+
+// podsLetGo names the plan's pods the log capture let go that are not being
+// deleted yet. The cache does not hold them (v1beta1.LabelLogCaptureDone):
+// the API server is asked, for their metadata, a page at a time, so that
+// thousands of finished pods at the end of a large upgrade are never held at
+// once.
+func podsLetGo(ctx context.Context, s *Scope, sel client.MatchingLabels) ([]string, error) {
+	done := client.MatchingLabels{v1beta1.LabelLogCaptureDone: "true"}
+	var left []string
+	for _, ns := range podNamespaces(s) {
+		page := &metav1.PartialObjectMetadataList{}
+		page.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+		for {
+			if err := s.APIReader.List(ctx, page, client.InNamespace(ns), sel, done, client.Limit(podPage), client.Continue(page.Continue)); err != nil {
+				return nil, fmt.Errorf("listing the plan's pods in %s whose logs are kept: %w", ns, err)
+			}
+			for i := range page.Items {
+				if p := &page.Items[i]; p.DeletionTimestamp == nil {
+					left = append(left, fmt.Sprintf("pod %s/%s", p.Namespace, p.Name))
+				}
+			}
+			if page.Continue == "" {
+				break
+			}
+		}
+	}
+	return left, nil
+}
+
+// podNamespaces are where the plan's pods are cached: system-upgrade-
+// controller's only for the log capture.
+func podNamespaces(s *Scope) []string {
+	if s.Config.UpgradeLog {
+		return upgradelog.Namespaces
+	}
+	return []string{cluster.HarvesterNamespace}
+}
+
+// podPage is how many pods' metadata podsLetGo reads at a time.
+const podPage = 500
 
 // unmarkNodes removes the plan's marks from the nodes: the pending OS image
 // annotation and the KubeVirt drain taint the pre-drain work puts on.

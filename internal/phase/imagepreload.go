@@ -109,13 +109,16 @@ type nodePlanStates struct {
 	what                  string
 }
 
+// sucJobsKey is what trackNodePlan keeps (Reuse) of a Plan's Jobs.
+func sucJobsKey(plan string) string { return "suc-jobs/" + plan }
+
 // trackNodePlan records each node's state from the Plan's Jobs (or, for Jobs
 // already garbage-collected, from the label SUC leaves on a node that
 // finished), fails the plan if a node failed, and is done when all are.
 func trackNodePlan(ctx context.Context, s *Scope, nodes []corev1.Node, m nodePlanStates) (Result, error) {
 	// The newest Job per node: SUC replaces a Job when the plan changes.
 	jobs, err := readJobs(ctx, s, jobSelection{
-		name:      "suc-jobs/" + m.plan,
+		name:      sucJobsKey(m.plan),
 		namespace: cluster.CattleNamespace,
 		labels:    client.MatchingLabels{v1beta1.LabelUpgradePlan: s.Plan.Name, v1beta1.LabelUpgradeComponent: m.component},
 		slotOf:    func(labels map[string]string) jobSlot { return jobSlot{node: cluster.SUCJobNode(labels)} },
@@ -179,6 +182,7 @@ func trackNodePlan(ctx context.Context, s *Scope, nodes []corev1.Node, m nodePla
 		}
 	}
 	if len(pending) == 0 {
+		s.Reuse.Forget(sucJobsKey(m.plan))
 		return Done(), nil
 	}
 	return Wait("%s: %d of %d nodes done; waiting for %s", m.what, len(nodes)-len(pending), len(nodes), list(pending)), nil

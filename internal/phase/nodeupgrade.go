@@ -111,7 +111,11 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return nodeUpgradeProgress(ctx, s, nodes, obs, restoring), nil
+	r := nodeUpgradeProgress(ctx, s, nodes, obs, restoring)
+	if r.Done {
+		s.Reuse.Forget(nodeJobsKey(s.Plan.Name), drainRequestsKey)
+	}
+	return r, nil
 }
 
 // beginsOSUpgrade reports whether a node entering state s is about to get

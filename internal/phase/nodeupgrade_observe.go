@@ -51,12 +51,18 @@ func JobChangeMatters(o, n *batchv1.Job) bool {
 		})
 }
 
+// What the node upgrade's passes keep (Reuse): the plan's node Jobs and the
+// drain requests.
+const drainRequestsKey = "drain-requests"
+
+func nodeJobsKey(plan string) string { return "node-jobs/" + plan }
+
 // readNodeJobs reads the plan's node Jobs by type and node, from the cache:
 // read them, never change them, and read only what JobChangeMatters
 // compares.
 func readNodeJobs(ctx context.Context, s *Scope) (map[string]map[string]*batchv1.Job, error) {
 	return readJobs(ctx, s, jobSelection{
-		name:      "node-jobs/" + s.Plan.Name,
+		name:      nodeJobsKey(s.Plan.Name),
 		namespace: cluster.HarvesterNamespace,
 		labels:    client.MatchingLabels{v1beta1.LabelUpgradePlan: s.Plan.Name, v1beta1.LabelUpgradeComponent: v1beta1.ComponentNodeUpgrade},
 		slotOf: func(labels map[string]string) jobSlot {
@@ -92,7 +98,7 @@ func (d *drainRequests) byNode() map[string]client.Object {
 // the next, reading again only the Secrets that changed; a change of a
 // Machine (which names its node) reads them all.
 func readDrainRequests(ctx context.Context, s *Scope) (*drainRequests, error) {
-	return reuseUpdating(s.Reuse, "drain-requests", KindMachinePlans,
+	return reuseUpdating(s.Reuse, drainRequestsKey, KindMachinePlans,
 		func() (*drainRequests, error) { return listDrainRequests(ctx, s) },
 		func(d *drainRequests, changed []client.ObjectKey) (*drainRequests, error) {
 			return d.update(ctx, s, changed)

@@ -71,6 +71,20 @@ func (r *Reuse) Changed(k Kind, key client.ObjectKey) {
 	r.changed[k] = append(r.changed[k], key)
 }
 
+// Forget drops the values kept for keys: a phase done with them lets them
+// go, rather than hold a large cluster's lists (every node Job of the
+// upgrade, thousands at 500 nodes) to the plan's end.
+func (r *Reuse) Forget(keys ...string) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range keys {
+		delete(r.kept, k)
+	}
+}
+
 // Changes is how many changes of kind k were seen.
 func (r *Reuse) Changes(k Kind) uint64 {
 	r.mu.Lock()

@@ -11,7 +11,7 @@ import (
 // TestReuseUpdating: a kept value is brought up to date with the objects
 // named since, each once; it is derived again when the changes are more than
 // the log names, when a kind it derives afresh from changes, or after a
-// failed update.
+// failed update; Forget lets go of it.
 func TestReuseUpdating(t *testing.T) {
 	r := NewReuse()
 	derived, updated := 0, [][]string{}
@@ -62,8 +62,13 @@ func TestReuseUpdating(t *testing.T) {
 	if _, _ = get(false); derived != 4 {
 		t.Errorf("after a failed update: derived %d times, want 4 (the value may be half updated)", derived)
 	}
-	r = nil
+	r.Forget("other", "k")
 	if _, _ = get(false); derived != 5 {
-		t.Errorf("a nil Reuse kept a value: derived %d times, want 5", derived)
+		t.Errorf("after Forget: derived %d times, want 5 (nothing kept)", derived)
+	}
+	r = nil
+	r.Forget("k")
+	if _, _ = get(false); derived != 6 {
+		t.Errorf("a nil Reuse kept a value: derived %d times, want 6", derived)
 	}
 }

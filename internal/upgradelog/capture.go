@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -555,12 +556,20 @@ func (c *capturer) release(ctx context.Context, pod *corev1.Pod) error {
 	return Release(ctx, c.c, pod)
 }
 
-// Release lets a pod go that the capture holds: it removes the finalizer.
+// Release lets a pod go that the capture holds: it removes the finalizer
+// and marks the pod done (v1beta1.LabelLogCaptureDone), which takes it out
+// of the manager's cache.
 func Release(ctx context.Context, c client.Client, pod *corev1.Pod) error {
 	if !controllerutil.ContainsFinalizer(pod, v1beta1.FinalizerLogCapture) {
 		return nil
 	}
 	patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(pod, v1beta1.FinalizerLogCapture)
+	labels := maps.Clone(pod.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[v1beta1.LabelLogCaptureDone] = "true"
+	pod.Labels = labels
 	return client.IgnoreNotFound(c.Patch(ctx, pod, patch))
 }

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
+
+	kgzip "github.com/klauspost/compress/gzip"
 )
 
 // Limits bound the kept text, uncompressed.
@@ -238,23 +239,26 @@ func restore(text []byte, s containerState) (*containerLog, error) {
 	return l, nil
 }
 
-// gzipWriters are reused: a writer at the best compression allocates about
-// 800 KiB, and every save of every log would make one.
-var gzipWriters = sync.Pool{New: func() any {
-	w, _ := gzip.NewWriterLevel(io.Discard, gzip.BestCompression)
-	return w
-}}
-
-// Gzip compresses a log for a ConfigMap's binaryData.
+// Gzip compresses a log for a ConfigMap's binaryData. A short log (most
+// are: a node Job writes a few KiB) is compressed without keeping state, at
+// a few percent more bytes than the best compression, which makes a writer
+// of about 800 KiB for every save and would keep one in memory between
+// them; a long one, rarely saved, gets that writer for its save.
 func Gzip(text []byte) []byte {
 	var b bytes.Buffer
-	w := gzipWriters.Get().(*gzip.Writer)
-	defer gzipWriters.Put(w)
-	w.Reset(&b)
+	level := kgzip.BestCompression
+	if len(text) <= statelessUpTo {
+		level = kgzip.StatelessCompression
+	}
+	w, _ := kgzip.NewWriterLevel(&b, level)
 	_, _ = w.Write(text)
 	_ = w.Close()
 	return b.Bytes()
 }
+
+// statelessUpTo is the longest log Gzip compresses without state: 8 KiB
+// come out within 10% of the best compression, 200 KiB 40% larger.
+const statelessUpTo = 16 << 10
 
 // Gunzip reads a log from a ConfigMap's binaryData.
 func Gunzip(data []byte) ([]byte, error) {

@@ -1,10 +1,13 @@
 package upgradelog
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	kgzip "github.com/klauspost/compress/gzip"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 )
@@ -198,5 +201,31 @@ func TestKeptBytesTally(t *testing.T) {
 	st := map[string]containerState{"main": {Bytes: 7}, "init": {Bytes: 5}}
 	if got := keptIn(st); got != 12 {
 		t.Errorf("keptIn = %d, want 12", got)
+	}
+}
+
+// TestGzipRoundTrips: a short log and a long one come back whole through
+// Gunzip (the standard library's reader, as the CLI's); the long one at the
+// best compression, smaller than without state.
+func TestGzipRoundTrips(t *testing.T) {
+	var long strings.Builder
+	for i := 0; long.Len() < 4*statelessUpTo; i++ {
+		fmt.Fprintf(&long, "2026-11-26T12:00:%02dZ pulling layer %d of image rancher/harvester:v1.%d\n", i%60, i%13, i%9)
+	}
+	for name, text := range map[string]string{"short": long.String()[:statelessUpTo/2], "long": long.String()} {
+		gz := Gzip([]byte(text))
+		back, err := Gunzip(gz)
+		if err != nil || string(back) != text {
+			t.Errorf("%s log: came back %d bytes of %d (%v)", name, len(back), len(text), err)
+		}
+		if name == "long" {
+			var stateless bytes.Buffer
+			w, _ := kgzip.NewWriterLevel(&stateless, kgzip.StatelessCompression)
+			_, _ = w.Write([]byte(text))
+			_ = w.Close()
+			if len(gz) >= stateless.Len() {
+				t.Errorf("the long log took %d bytes, not fewer than %d without state", len(gz), stateless.Len())
+			}
+		}
 	}
 }
