@@ -216,7 +216,7 @@ func podsLeft(ctx context.Context, s *Scope, sel client.MatchingLabels) ([]strin
 // thousands of finished pods at the end of a large upgrade are never held at
 // once.
 func podsLetGo(ctx context.Context, s *Scope, sel client.MatchingLabels) ([]string, error) {
-	done := client.MatchingLabels{v1beta1.LabelLogCaptureDone: "true"}
+	done := client.HasLabels{v1beta1.LabelLogCaptureDone}
 	var left []string
 	for _, ns := range podNamespaces(s) {
 		page := &metav1.PartialObjectMetadataList{}

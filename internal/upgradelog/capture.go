@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -558,18 +557,13 @@ func (c *capturer) release(ctx context.Context, pod *corev1.Pod) error {
 
 // Release lets a pod go that the capture holds: it removes the finalizer
 // and marks the pod done (v1beta1.LabelLogCaptureDone), which takes it out
-// of the manager's cache.
+// of the manager's cache. It changes pod: pass a copy, never the cache's.
 func Release(ctx context.Context, c client.Client, pod *corev1.Pod) error {
 	if !controllerutil.ContainsFinalizer(pod, v1beta1.FinalizerLogCapture) {
 		return nil
 	}
 	patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(pod, v1beta1.FinalizerLogCapture)
-	labels := maps.Clone(pod.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[v1beta1.LabelLogCaptureDone] = "true"
-	pod.Labels = labels
+	metav1.SetMetaDataLabel(&pod.ObjectMeta, v1beta1.LabelLogCaptureDone, "true")
 	return client.IgnoreNotFound(c.Patch(ctx, pod, patch))
 }
