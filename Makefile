@@ -75,11 +75,15 @@ TEST_ARGS ?=
 # Packages with benchmarks; BENCH_ARGS passes extra flags (e.g. -bench LargeFile, -count 3).
 # The whole-upgrade benchmarks (test/bench) run each size once; UPGRADE_BENCH_ARGS
 # narrows them (e.g. -bench 'Upgrade/nodes=3$$'); BENCH_NODES replaces the sizes
-# (default 3,10,50,200,500; e.g. BENCH_NODES=1000).
+# (default 3,10,50,200,500; e.g. BENCH_NODES=1000). BenchmarkCapture (the log
+# capture on and off, kubelets answering and refusing) runs at
+# BENCH_CAPTURE_NODES (default 10,200); UPGRADE_BENCH_ARGS='-bench Capture'
+# runs it alone.
 BENCH_PKGS ?= ./internal/repo ./internal/planstatus
 BENCH_ARGS ?=
 UPGRADE_BENCH_ARGS ?=
 BENCH_NODES ?=
+BENCH_CAPTURE_NODES ?=
 
 ##@ General
 
@@ -183,7 +187,7 @@ kubernetes: envtest k8s-components
 .PHONY: bench
 bench: deps world ## Benchmarks: the repo server against nginx, and whole upgrades of 3 to 500 simulated nodes (docs/benchmarks.md).
 	go test $(BENCH_PKGS) -run '^$$' -bench . -benchmem -timeout 30m $(BENCH_ARGS)
-	$(WORLD_ENV) BENCH_NODES=$(BENCH_NODES) go test ./test/bench -run '^$$' -bench . -benchtime 1x -timeout 6h $(UPGRADE_BENCH_ARGS)
+	$(WORLD_ENV) BENCH_NODES=$(BENCH_NODES) BENCH_CAPTURE_NODES=$(BENCH_CAPTURE_NODES) go test ./test/bench -run '^$$' -bench . -benchtime 1x -timeout 6h $(UPGRADE_BENCH_ARGS)
 
 # Chaos runs (docs/reliability.md): seeded faults in whole simulated upgrades.
 # `make test` runs 10 seeds at 3 nodes; `make chaos` runs CHAOS_SEEDS_3 seeds

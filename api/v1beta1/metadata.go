@@ -84,6 +84,9 @@ const (
 	EventRestoreVMFailed           = "RestoreVMFailed"
 	EventDrainBlocked              = "DrainBlocked"
 	EventUpgradeRetried            = "UpgradeRetried"
+	// EventLogIncomplete: a Warning on the plan, once per node, when the
+	// kubelet of the node does not answer the log capture's requests.
+	EventLogIncomplete = "LogIncomplete"
 )
 
 // Prefix is the prefix of every label and annotation this API owns.

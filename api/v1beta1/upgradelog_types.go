@@ -26,7 +26,9 @@ type UpgradeLogStatus struct {
 	// +optional
 	Bytes int64 `json:"bytes,omitempty"`
 	// Conditions: Truncated is True when the logs reached the plan's size
-	// limit and later lines were dropped.
+	// limit and later lines were dropped; Incomplete is True when the
+	// capture let pods go before their logs could be read to the end (their
+	// kubelets did not answer), naming the nodes.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -66,6 +68,11 @@ type CapturedLog struct {
 	Lines int64 `json:"lines"`
 	// Complete: the container ended and its log was read to its end.
 	Complete bool `json:"complete"`
+	// Incomplete, when set, says why the log was let go before it was read
+	// to its end: its pod was being deleted and the kubelet of its node did
+	// not answer the API server's log requests. What was read is kept.
+	// +optional
+	Incomplete *IncompleteLog `json:"incomplete,omitempty"`
 	// Truncated: lines were dropped (the container wrote more than the
 	// limit); a mark line in the text says how many and where.
 	// +optional
@@ -77,6 +84,28 @@ type CapturedLog struct {
 	// +optional
 	LastTimestamp *metav1.Time `json:"lastTimestamp,omitempty"`
 }
+
+// IncompleteLog says why a captured log is incomplete.
+type IncompleteLog struct {
+	// Reason is KubeletUnreachable (the API server could not reach the
+	// node's kubelet), KubeletTimeout (the kubelet did not answer within
+	// the capture's bound), LogNotFound (the kubelet no longer has the
+	// container's log) or ReadFailed (another error, in Message).
+	Reason string `json:"reason"`
+	// Message is the error the API server returned for the last read.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Since is when reading through the node's kubelet began to fail.
+	Since metav1.Time `json:"since"`
+}
+
+// The reasons of an IncompleteLog.
+const (
+	LogKubeletUnreachable = "KubeletUnreachable"
+	LogKubeletTimeout     = "KubeletTimeout"
+	LogNotFound           = "LogNotFound"
+	LogReadFailed         = "ReadFailed"
+)
 
 // UpgradeLog keeps the logs of the pods an UpgradePlan runs (its own Jobs
 // and the system-upgrade-controller Jobs of its Plans), so that they
@@ -139,6 +168,9 @@ const (
 	// ConditionTruncated is True on an UpgradeLog that reached the plan's
 	// size limit.
 	ConditionTruncated = "Truncated"
+	// ConditionIncomplete is True on an UpgradeLog some of whose logs could
+	// not be read to their end (IncompleteLog), and names their nodes.
+	ConditionIncomplete = "Incomplete"
 )
 
 // LogCaptureEnabled reports whether the plan's logs are captured: its

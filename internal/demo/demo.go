@@ -11,6 +11,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -64,7 +66,7 @@ func Run(ctx context.Context, o Options, show func(*v1beta1.UpgradePlan, time.Du
 	d.Reboot, d.Rancher, d.Verify = 15*time.Second, 15*time.Second, 10*time.Second
 
 	start := time.Now()
-	plan, err := run.CreatePlan(ctx, o.planSpec(), nil)
+	plan, err := run.CreatePlan(ctx, o.planSpec(), o.planAnnotations())
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +121,7 @@ func keptLogs(ctx context.Context, c client.Client, plan string) *v1beta1.Upgrad
 		}
 		st = &ul.Status
 		for _, l := range st.Logs {
-			if !l.Complete {
+			if !l.Complete && l.Incomplete == nil {
 				return false, nil
 			}
 		}
@@ -185,12 +187,15 @@ func Summary(r *Result) string {
 	}
 	fmt.Fprintf(&b, "manager API writes: %d\n", total)
 	if len(r.Violations) == 0 {
-		b.WriteString("invariants: all held (phases in order, node states forward only, one node draining at a time, no VM left stopped unrecorded or unrestored, nothing left behind)\n")
+		b.WriteString("invariants: all held (phases in order, node states forward only, one node draining at a time, no VM left stopped unrecorded or unrestored, nothing left behind, no pod held past the log capture's bound)\n")
 	} else {
 		fmt.Fprintf(&b, "invariants VIOLATED:\n  %s\n", strings.Join(r.Violations, "\n  "))
 	}
 	if l := r.Logs; l != nil {
 		fmt.Fprintf(&b, "logs: %d pod logs kept (%d KiB) in UpgradeLog %s\n", len(l.Logs), (l.Bytes+1023)/1024, p.Name)
+		if c := apimeta.FindStatusCondition(l.Conditions, v1beta1.ConditionIncomplete); c != nil && c.Status == metav1.ConditionTrue {
+			fmt.Fprintf(&b, "  incomplete: %s\n", c.Message)
+		}
 	}
 	if r.Archive != "" {
 		fmt.Fprintf(&b, "support bundle: %s (the plan, events, every log, Jobs, Plans, node timelines, Version, release metadata)\n", r.Archive)

@@ -63,6 +63,8 @@ var Faults = map[string]string{
 	"plan-never-applies":    "Rancher never applies the RKE2 plan of " + faultNode,
 	"old-kubelet":           faultNode + "'s kubelet keeps its old version after Rancher applied the plan",
 	"empty-post-drain":      "the post-drain Job of " + faultNode + " exits 0 having done nothing (use --nodes 1 for the single-node Job)",
+	// A helper must never cost the upgrade.
+	"kubelets-refuse": "every node's kubelet refuses the API server (logs, stats): the logs are kept as far as read and marked incomplete, the disk-space check is skipped",
 }
 
 // FaultNames lists the fault names, sorted.
@@ -118,6 +120,8 @@ func (o Options) simConfig() (sim.Config, error) {
 		cfg.Faults.PlanNeverApplies = []string{node}
 	case "old-kubelet":
 		cfg.Faults.KubeletStaysOld = []string{node}
+	case "kubelets-refuse":
+		cfg.Faults.KubeletsRefuse = nodeNames(o.Nodes)
 	case "empty-post-drain":
 		t := sim.JobPostDrain
 		if o.Nodes == 1 {
@@ -139,6 +143,16 @@ func (o Options) simConfig() (sim.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// planAnnotations are the annotations of the UpgradePlan the demo creates:
+// with kubelets that refuse, their disk space cannot be read, and the check
+// is skipped as an operator would.
+func (o Options) planAnnotations() map[string]string {
+	if o.Fault == "kubelets-refuse" {
+		return map[string]string{v1beta1.AnnotationSkipGCThresholdCheck: "true"}
+	}
+	return nil
 }
 
 // planSpec is the UpgradePlan the demo creates.

@@ -28,6 +28,7 @@ const (
 	PlanNodesName           = "upgrade_toolkit_plan_nodes"
 	SinceProgressName       = "upgrade_toolkit_plan_seconds_since_progress"
 	NodeStateSecondsName    = "upgrade_toolkit_node_state_seconds"
+	IncompleteLogsName      = "upgrade_toolkit_upgrade_logs_incomplete_total"
 )
 
 // durationBuckets span seconds (a simulated phase) to hours (an ISO
@@ -49,7 +50,14 @@ var (
 		Name: FailuresName,
 		Help: "UpgradePlans that failed, by the phase they failed in and the type of the Job that failed (none when no Job did).",
 	}, []string{"plan", "phase", "job_type"})
+	incompleteLogs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: IncompleteLogsName,
+		Help: "Containers' logs the log capture let go before it could read them to their end, by why (the reasons of UpgradeLog status.logs[].incomplete: KubeletUnreachable, KubeletTimeout, LogNotFound, ReadFailed).",
+	}, []string{"reason"})
 )
+
+// CountIncompleteLog counts a log the capture let go before its end.
+func CountIncompleteLog(reason string) { incompleteLogs.WithLabelValues(reason).Inc() }
 
 // plans is the collector of the plans' state in the process's registry.
 var plans = &Collector{Now: time.Now}
@@ -63,7 +71,7 @@ func Register(reader client.Reader) error {
 	plans.setReader(reader)
 	var err error
 	registerOnce.Do(func() {
-		for _, c := range []prometheus.Collector{phaseDuration, nodeUpgradeDuration, failures, plans} {
+		for _, c := range []prometheus.Collector{phaseDuration, nodeUpgradeDuration, failures, incompleteLogs, plans} {
 			if err = ctrlmetrics.Registry.Register(c); err != nil {
 				return
 			}

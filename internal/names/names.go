@@ -6,6 +6,7 @@ package names
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -61,3 +62,16 @@ func ClusterUpgradeProgress(plan string) string { return Join(plan, v1beta1.Comp
 // JobContainer is the name of the container of every Job a plan creates;
 // the node jobs' reboot unit waits for it to exit.
 const JobContainer = "apply"
+
+// MaxListed is the most names a message lists: a message must not grow
+// with the cluster (it is written with a status on every change of it).
+const MaxListed = 10
+
+// List joins names for a message, at most MaxListed of them, then how many
+// more there are.
+func List(names []string) string {
+	if len(names) <= MaxListed {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:MaxListed], ", "), len(names)-MaxListed)
+}

@@ -1,12 +1,10 @@
 package phase
 
 import (
-	"fmt"
-	"strings"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/names"
 )
 
 // setNodeState moves a node to a state if the state machine allows it
@@ -36,16 +34,8 @@ func (s *Scope) nodeState(node string) v1beta1.NodeUpgradeState {
 	return s.Plan.Status.NodeUpgradeStatuses[node].State
 }
 
-// list joins names for a message, at most ten of them: a message must not
-// grow with the cluster (it is written with the plan's status on every
-// change of it).
-func list(names []string) string {
-	const most = 10
-	if len(names) <= most {
-		return strings.Join(names, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
-}
+// list joins names for a message, at most names.MaxListed of them.
+func list(nodes []string) string { return names.List(nodes) }
 
 // recordBoot records the boot ID and OS image a node reports as its OS
 // upgrade begins.

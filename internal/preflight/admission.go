@@ -2,7 +2,6 @@ package preflight
 
 import (
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -15,6 +14,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
+	"github.com/harvester/upgrade-toolkit/internal/names"
 )
 
 // AdmissionFacts is the state of the cluster the create-time checks judge a
@@ -132,16 +132,9 @@ func admissionNotFound(path *field.Path, value, detail string) *field.Error {
 	return &field.Error{Type: field.ErrorTypeNotFound, Field: path.String(), BadValue: value, Detail: detail}
 }
 
-// admissionMaxListed caps how many objects a message names.
-const admissionMaxListed = 10
-
-// list joins names for a message, naming at most admissionMaxListed of them.
-func admissionNames(names []string) string {
-	if len(names) <= admissionMaxListed {
-		return strings.Join(names, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:admissionMaxListed], ", "), len(names)-admissionMaxListed)
-}
+// admissionNames joins names for a message, naming at most
+// names.MaxListed of them.
+func admissionNames(objects []string) string { return names.List(objects) }
 
 // admissionManagedNodes are the nodes labelled harvesterhci.io/managed=true.
 func admissionManagedNodes(nodes []corev1.Node) []corev1.Node {

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -105,6 +106,12 @@ type Checker struct {
 	jobs       map[string]jobTrack // by namespace/name
 	// generations are the provisionGeneration values seen, in order.
 	generations []int64
+	// held are the upgrade's pods being deleted that the log capture
+	// holds, by namespace/name; a hold may last holdAllowance from the
+	// manager's latest start (RulePodHeld).
+	held          map[string]heldPod
+	managerStart  time.Time
+	holdAllowance time.Duration
 	// checked counts the states checked.
 	checked int
 }
@@ -129,7 +136,7 @@ type jobTrack struct {
 func NewChecker() *Checker {
 	return &Checker{
 		plans: map[string]*planTrack{}, cordoned: map[string]bool{}, preCordon: map[string]bool{},
-		ranBefore: map[string]bool{}, seen: map[Violation]bool{}, jobs: map[string]jobTrack{},
+		ranBefore: map[string]bool{}, seen: map[Violation]bool{}, jobs: map[string]jobTrack{}, held: map[string]heldPod{},
 	}
 }
 
@@ -148,9 +155,11 @@ func (c *Checker) Attach(ctx context.Context, informers cache.Informers) error {
 			c.ObserveJob(o)
 		case *provisioningv1.Cluster:
 			c.ObserveProvisioningCluster(o)
+		case *corev1.Pod:
+			c.ObservePod(o)
 		}
 	}
-	for _, obj := range []client.Object{&v1beta1.UpgradePlan{}, &corev1.Node{}, &kubevirtv1.VirtualMachine{}, &batchv1.Job{}, &provisioningv1.Cluster{}} {
+	for _, obj := range []client.Object{&v1beta1.UpgradePlan{}, &corev1.Node{}, &kubevirtv1.VirtualMachine{}, &batchv1.Job{}, &provisioningv1.Cluster{}, &corev1.Pod{}} {
 		inf, err := informers.GetInformer(ctx, obj)
 		if err != nil {
 			return fmt.Errorf("sim: checker: %w", err)
@@ -158,6 +167,7 @@ func (c *Checker) Attach(ctx context.Context, informers cache.Informers) error {
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    observe,
 			UpdateFunc: func(_, obj any) { observe(obj) },
+			DeleteFunc: c.podGone,
 		}); err != nil {
 			return fmt.Errorf("sim: checker: %w", err)
 		}
@@ -489,6 +499,7 @@ func (c *Checker) CheckFinished(ctx context.Context, r client.Reader, plan strin
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.checkHolds(plan, time.Now())
 	var fresh []Violation
 	for _, v := range found {
 		if !c.seen[v] {

@@ -129,6 +129,17 @@ type FaultSet struct {
 	// Unresponsive lists components that stop reacting to the cluster
 	// upgrade (ComponentFleet, ComponentAddons, ...).
 	Unresponsive []string
+	// KubeletsRefuse lists nodes whose kubelet the API server cannot reach:
+	// every connection to it is closed before a byte is exchanged, so the
+	// API server answers each log, stats or configz request through it with
+	// an error. What an operator meets when a node is down, when port 10250
+	// is filtered between the control plane and a node (a REJECT rule), or
+	// when the kubelet's serving certificate cannot be verified.
+	KubeletsRefuse []string
+	// KubeletsHang lists nodes whose kubelet accepts connections and never
+	// answers (a firewall that drops packets): a request through it waits
+	// until its client gives up.
+	KubeletsHang []string
 }
 
 // Components FaultSet.Unresponsive can stop.
@@ -213,6 +224,14 @@ func (f *faults) planNeverApplies(node string) bool {
 
 func (f *faults) kubeletStaysOld(node string) bool {
 	return f.nodeIn(func(s *FaultSet) []string { return s.KubeletStaysOld }, node)
+}
+
+func (f *faults) kubeletRefuses(node string) bool {
+	return f.nodeIn(func(s *FaultSet) []string { return s.KubeletsRefuse }, node)
+}
+
+func (f *faults) kubeletHangs(node string) bool {
+	return f.nodeIn(func(s *FaultSet) []string { return s.KubeletsHang }, node)
 }
 
 func (f *faults) versionStuck() bool {

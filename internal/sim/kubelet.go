@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -71,22 +72,24 @@ func KubeletAddress() (net.IP, error) {
 }
 
 // kubelets runs one HTTPS listener per node, each serving that node's
-// /stats/summary and /configz the way a kubelet does.
+// /stats/summary, /configz and containers' logs the way a kubelet does,
+// unless the fault set makes the node's kubelet refuse or hang.
 type kubelets struct {
 	ip      net.IP
 	logs    *podLogs
+	faults  *faults
 	cert    tls.Certificate
 	mu      sync.Mutex
 	servers map[string]*http.Server
 	ports   map[string]int32
 }
 
-func startKubelets(ip net.IP, disks map[string]Disk, logs *podLogs) (*kubelets, error) {
+func startKubelets(ip net.IP, disks map[string]Disk, logs *podLogs, f *faults) (*kubelets, error) {
 	cert, err := selfSignedCert(ip)
 	if err != nil {
 		return nil, err
 	}
-	k := &kubelets{ip: ip, logs: logs, cert: cert, servers: map[string]*http.Server{}, ports: map[string]int32{}}
+	k := &kubelets{ip: ip, logs: logs, faults: f, cert: cert, servers: map[string]*http.Server{}, ports: map[string]int32{}}
 	for node, disk := range disks {
 		if err := k.serve(node, disk); err != nil {
 			k.stop()
@@ -117,6 +120,7 @@ func (k *kubelets) serve(node string, disk Disk) error {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		k.logs.count(r.PathValue("namespace"), r.PathValue("pod"), opts.follow)
 		w.Header().Set("Content-Type", "text/plain")
 		flush := func() {
 			if f, ok := w.(http.Flusher); ok {
@@ -128,14 +132,66 @@ func (k *kubelets) serve(node string, disk Disk) error {
 		}
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	tlsLn := tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{k.cert}, MinVersion: tls.VersionTLS12})
+	srv := &http.Server{Handler: k.faulty(node, mux), ReadHeaderTimeout: 10 * time.Second}
+	tlsLn := tls.NewListener(&faultyListener{Listener: ln, node: node, faults: k.faults}, &tls.Config{Certificates: []tls.Certificate{k.cert}, MinVersion: tls.VersionTLS12})
 	go func() { _ = srv.Serve(tlsLn) }()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.servers[node] = srv
 	k.ports[node] = int32(ln.Addr().(*net.TCPAddr).Port) //nolint:gosec // a TCP port fits
 	return nil
+}
+
+// faultyListener plays a kubelet that the API server cannot reach: while
+// the fault set says so, a connection is closed at once (refused) or held
+// without a byte sent until its client gives up (hung).
+type faultyListener struct {
+	net.Listener
+	node   string
+	faults *faults
+}
+
+func (l *faultyListener) Accept() (net.Conn, error) {
+	for {
+		conn, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case l.faults.kubeletRefuses(l.node):
+			_ = conn.Close()
+		case l.faults.kubeletHangs(l.node):
+			// Read and drop what the client sends until it hangs up.
+			go func() {
+				defer func() { _ = conn.Close() }()
+				_, _ = io.Copy(io.Discard, conn)
+			}()
+		default:
+			return conn, nil
+		}
+	}
+}
+
+// faulty serves a node's requests unless a fault set after the API server
+// connected (its connections are kept alive) makes the kubelet refuse
+// (the connection is dropped) or hang (no answer until the client gives up).
+func (k *kubelets) faulty(node string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case k.faults.kubeletRefuses(node):
+			if hj, ok := w.(http.Hijacker); ok {
+				if conn, _, err := hj.Hijack(); err == nil {
+					_ = conn.Close()
+					return
+				}
+			}
+			http.Error(w, "kubelet unreachable", http.StatusBadGateway)
+		case k.faults.kubeletHangs(node):
+			<-r.Context().Done()
+		default:
+			h.ServeHTTP(w, r)
+		}
+	})
 }
 
 func (k *kubelets) port(node string) int32 {

@@ -22,6 +22,16 @@ import (
 type podLogs struct {
 	mu   sync.Mutex
 	logs map[string]*podLog
+	// requests counts the reads served, by pod, for as long as the
+	// simulator runs.
+	requests map[string]*LogRequests
+}
+
+// LogRequests are the requests for a pod's log a kubelet served.
+type LogRequests struct {
+	// Follows are the requests that followed the log as it was written;
+	// Reads the others.
+	Follows, Reads int
 }
 
 // podLog is one container's log.
@@ -124,6 +134,7 @@ func (l *podLogs) serve(ctx context.Context, w io.Writer, flush func(), namespac
 		l.mu.Unlock()
 		return false
 	}
+
 	var out []logLine
 	for _, line := range p.lines {
 		if !line.at.Before(opts.since) {
@@ -174,6 +185,36 @@ func (l *podLogs) tail(namespace, pod string, lines int) ([]byte, bool) {
 	}
 	ok := l.serve(context.Background(), &b, func() {}, namespace, pod, opts)
 	return []byte(b.String()), ok
+}
+
+// count counts a request for the pod's log a kubelet received.
+func (l *podLogs) count(namespace, pod string, follow bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	key := podLogKey(namespace, pod)
+	if l.requests == nil {
+		l.requests = map[string]*LogRequests{}
+	}
+	r := l.requests[key]
+	if r == nil {
+		r = &LogRequests{}
+		l.requests[key] = r
+	}
+	if follow {
+		r.Follows++
+	} else {
+		r.Reads++
+	}
+}
+
+// LogRequests returns the requests for the pod's log its kubelet served.
+func (s *Sim) LogRequests(namespace, pod string) LogRequests {
+	s.podLogs.mu.Lock()
+	defer s.podLogs.mu.Unlock()
+	if r := s.podLogs.requests[podLogKey(namespace, pod)]; r != nil {
+		return *r
+	}
+	return LogRequests{}
 }
 
 // PodLog returns what the pod's container has logged so far, as `kubectl

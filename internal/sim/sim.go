@@ -114,7 +114,7 @@ func (s *Sim) startKubelets() error {
 	for _, n := range s.cfg.allNodeNames() {
 		disks[n] = s.cfg.disk(n)
 	}
-	s.kubelets, err = startKubelets(ip, disks, &s.podLogs)
+	s.kubelets, err = startKubelets(ip, disks, &s.podLogs, &s.faults)
 	return err
 }
 

@@ -133,7 +133,22 @@ func (r *Run) StartManager() error {
 	go func() { done <- mgr.Start(ctx) }()
 	r.stop, r.done = cancel, done
 	r.starts++
+	r.Checker.ManagerStarted(time.Now(), holdAllowance(r.logOpts))
 	return nil
+}
+
+// holdSlack is what a pod's hold may last beyond the capture's bound in
+// RulePodHeld: the retries within the bound, a pass's latency on a busy
+// machine.
+const holdSlack = 5 * time.Second
+
+// holdAllowance is how long the manager may hold a pod being deleted.
+func holdAllowance(o upgradelog.Options) time.Duration {
+	bound := o.HoldBound
+	if bound <= 0 {
+		bound = upgradelog.DefaultHoldBound
+	}
+	return bound + holdSlack
 }
 
 // Restarts counts how often the manager was started again after the first

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -59,12 +63,43 @@ func Compute(ctx context.Context, r client.Reader, logs LogReader, name string, 
 		return nil, err
 	}
 	s.Warnings = w
+	if s.Logs, err = incompleteLogs(ctx, r, plan.Name); err != nil {
+		return nil, err
+	}
 	if s.Failure != nil && logs != nil {
 		if err := liveJobLog(ctx, r, logs, plan.Name, s.Failure); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// incompleteLogs reads the plan's UpgradeLog: the logs let go before their
+// end, nil when there is none (or no UpgradeLog: the capture is off).
+func incompleteLogs(ctx context.Context, r client.Reader, plan string) (*Logs, error) {
+	ul := &v1beta1.UpgradeLog{}
+	if err := r.Get(ctx, client.ObjectKey{Name: plan}, ul); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading the UpgradeLog %s: %w", plan, err)
+	}
+	c := apimeta.FindStatusCondition(ul.Status.Conditions, v1beta1.ConditionIncomplete)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return nil, nil
+	}
+	out := &Logs{Message: c.Message}
+	for _, l := range ul.Status.Logs {
+		if l.Incomplete == nil {
+			continue
+		}
+		out.Incomplete++
+		if !slices.Contains(out.Nodes, l.Node) {
+			out.Nodes = append(out.Nodes, l.Node)
+		}
+	}
+	sort.Strings(out.Nodes)
+	return out, nil
 }
 
 // warnings are the latest warning events about the plan, oldest first.

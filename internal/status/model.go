@@ -39,6 +39,19 @@ type Status struct {
 	Warnings []Warning       `json:"warnings,omitempty"`
 	Failure  *Failure        `json:"failure,omitempty"`
 	Estimate *Estimate       `json:"estimate,omitempty"`
+	// Logs says which logs of the upgrade could not be read to their end.
+	Logs *Logs `json:"logs,omitempty"`
+}
+
+// Logs is what the capture of the upgrade's logs could not read: the
+// UpgradeLog's logs let go before their end, and why.
+type Logs struct {
+	Incomplete int `json:"incomplete"`
+	// Nodes are the nodes whose kubelets did not answer.
+	Nodes []string `json:"nodes"`
+	// Message is the UpgradeLog's condition Incomplete: each node, why and
+	// since when.
+	Message string `json:"message"`
 }
 
 // PhaseTime is the time a step took, or has taken so far while it runs.

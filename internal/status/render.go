@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/term"
 	"sigs.k8s.io/yaml"
+
+	"github.com/harvester/upgrade-toolkit/internal/names"
 )
 
 // Text renders the status for people, as the live view and `status` show it.
@@ -57,6 +59,9 @@ func Text(s *Status) string {
 			}
 			fmt.Fprintf(&b, "  %s %s: %s%s\n", w.Time.UTC().Format(time.TimeOnly), w.Reason, w.Message, count)
 		}
+	}
+	if l := s.Logs; l != nil {
+		fmt.Fprintf(&b, "logs      %d incomplete: the kubelets of %s did not answer (upgrade-toolkit logs %s)\n", l.Incomplete, names.List(l.Nodes), s.Plan)
 	}
 	if f := s.Failure; f != nil {
 		fmt.Fprintf(&b, "failed    %s\n", firstLine(f.Message))

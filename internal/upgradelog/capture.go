@@ -1,20 +1,25 @@
 // Package upgradelog keeps the logs of the pods an upgrade runs: the
 // toolkit's own Jobs and the system-upgrade-controller Jobs of its Plans.
-// Each pod's log is read from the kubelet (through the API server) while the
-// pod runs and once more after it ended, and kept in a ConfigMap per pod
-// (gzip), owned by the plan's UpgradeLog, whose status lists them. A
-// finalizer holds each pod until its log was read to the end, so that a pod
-// deleted right after it finished keeps its log long enough; a restarted
-// manager goes on from the last line kept.
+// A running container's log is followed (streamed from the kubelet through
+// the API server) as it is written, and read once more after the container
+// ended; it is kept in a ConfigMap per pod (gzip), owned by the plan's
+// UpgradeLog, whose status lists them. A finalizer holds each pod until its
+// log was read to the end, so that a pod deleted right after it finished
+// keeps its log long enough; a restarted manager goes on from the last line
+// kept.
+//
+// The capture is a helper: it never costs the upgrade it serves. A pod
+// being deleted is held only while its log can be read, and at most
+// HoldBound once reading fails (docs/architecture.md, "What may hold a pod,
+// a node or the plan"); what was read is kept, and the log says why it is
+// incomplete.
 package upgradelog
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"sync"
 	"time"
@@ -25,14 +30,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
@@ -47,21 +54,36 @@ type Options struct {
 	Enabled bool
 	// Limits bound what is kept; zero values take DefaultLimits'.
 	Limits Limits
-	// Interval is how often a running container's log is read and saved;
-	// 0 is DefaultInterval. A container's end is read at once.
+	// Interval is how often what a followed container logged is saved, and
+	// how often a container that cannot be followed is read; 0 is
+	// DefaultInterval. A container's end is read at once.
 	Interval time.Duration
-	// GiveUp is how long a deleted pod is held while its log cannot be
-	// read (its node is down); 0 is DefaultGiveUp.
-	GiveUp time.Duration
+	// HoldBound is the longest a pod being deleted is held once reading its
+	// log fails, and the longest one read of it may take; 0 is
+	// DefaultHoldBound.
+	HoldBound time.Duration
+	// MaxFollows is how many running containers' logs are followed at
+	// once; beyond it they are read every Interval. 0 is DefaultMaxFollows.
+	MaxFollows int
 }
 
 // DefaultInterval is how often a running container's log is saved: what a
 // manager restart makes the capture read again, no more.
 const DefaultInterval = 10 * time.Second
 
-// DefaultGiveUp: a node that does not answer for two minutes after its pod
-// was deleted is down; its log is kept as far as it was read.
-const DefaultGiveUp = 2 * time.Minute
+// DefaultHoldBound: a pod being deleted whose log cannot be read is let go
+// within five seconds. A drain, a Job's cleanup or the plan's end waits no
+// longer than that on a log.
+const DefaultHoldBound = 5 * time.Second
+
+// DefaultMaxFollows bounds the log streams held open: a few per node Job
+// running at once, and the image preload's on a large cluster.
+const DefaultMaxFollows = 64
+
+// answerTimeout bounds a read of a pod that is not being deleted, and the
+// wait for a follow's first answer: a kubelet that has not answered by then
+// is not answering.
+const answerTimeout = 10 * time.Second
 
 // Namespaces are where the upgrade's pods run: the toolkit's Jobs in
 // harvester-system, system-upgrade-controller's in cattle-system.
@@ -74,7 +96,9 @@ func ConfigMap(plan, pod string) string { return names.Join(plan, "log", pod) }
 func Key(container string) string { return container + ".log.gz" }
 
 // What the capture asks of the API: the pods and their logs, the log
-// ConfigMaps and the UpgradeLogs.
+// ConfigMaps and the UpgradeLogs. Its Warning events on the plans are
+// recorded with the manager role's permission, which is always bound where
+// the capture runs.
 //
 // +kubebuilder:rbac:groups="",namespace=harvester-system,resources=pods,verbs=list;watch;patch
 // +kubebuilder:rbac:groups="",namespace=cattle-system,resources=pods,verbs=list;watch;patch
@@ -87,16 +111,28 @@ func Key(container string) string { return container + ".log.gz" }
 
 // capturer reads and keeps the logs of the upgrade's pods.
 type capturer struct {
-	c    client.Client
-	api  client.Reader
-	kube kubernetes.Interface
-	opts Options
-	mu   sync.Mutex
-	pods map[types.NamespacedName]*podLog
+	c      client.Client
+	api    client.Reader
+	kube   kubernetes.Interface
+	events record.EventRecorder
+	opts   Options
+	mu     sync.Mutex
+	pods   map[types.NamespacedName]*podLog
 	// kept is what each plan's log ConfigMaps keep: counted from the cache
 	// once per plan, then kept up to date by save, so that the plan's limit
 	// costs no pass over every ConfigMap.
-	kept   map[string]*keptBytes
+	kept map[string]*keptBytes
+	// kubelets is how the reads through each node's kubelet went.
+	kubelets kubelets
+	// warned are the plan/node pairs whose kubelet was named.
+	warned map[string]bool
+	// follows counts the log streams open.
+	follows int
+	// base is the controller's context, which the log streams live in, and
+	// queue its work queue, which a stream's end adds its pod to; both set
+	// when the controller starts.
+	base   context.Context
+	queue  workqueue.TypedRateLimitingInterface[reconcile.Request]
 	nowFor func() time.Time
 }
 
@@ -115,13 +151,18 @@ func (k *keptBytes) set(name string, n int64) {
 // podLog is what is kept of one pod.
 type podLog struct {
 	uid types.UID
-	// finished: the log was kept to its end and the pod let go; only this
-	// is remembered of it, until the pod is gone.
-	finished   bool
+	// finished: the log was kept to its end, or let go, and the pod
+	// released; only this is remembered of it, until the pod is gone.
+	finished bool
+	// mu guards containers' text and saved, which the pod's follows feed.
+	mu         sync.Mutex
 	containers map[string]*containerLog
 	// saved: the ConfigMap holds all of it.
 	saved bool
-	// unreadSince is when reading the deleted pod's log began to fail.
+	// follows are the pod's log streams, open or ended, by container.
+	follows map[string]*follow
+	// unreadSince is when reading the log of the pod, being deleted, began
+	// to fail.
 	unreadSince time.Time
 }
 
@@ -140,20 +181,34 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.Interval <= 0 {
 		opts.Interval = DefaultInterval
 	}
-	if opts.GiveUp <= 0 {
-		opts.GiveUp = DefaultGiveUp
+	if opts.HoldBound <= 0 {
+		opts.HoldBound = DefaultHoldBound
+	}
+	if opts.MaxFollows <= 0 {
+		opts.MaxFollows = DefaultMaxFollows
 	}
 	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return err
 	}
-	c := &capturer{c: mgr.GetClient(), api: mgr.GetAPIReader(), kube: kube, opts: opts, pods: map[types.NamespacedName]*podLog{}, kept: map[string]*keptBytes{}, nowFor: time.Now}
+	c := &capturer{
+		c: mgr.GetClient(), api: mgr.GetAPIReader(), kube: kube, events: mgr.GetEventRecorderFor("upgrade-toolkit-log-capture"),
+		opts: opts, pods: map[types.NamespacedName]*podLog{}, kept: map[string]*keptBytes{}, nowFor: time.Now,
+		kubelets: kubelets{log: mgr.GetLogger().WithName("upgradelog-capture")},
+	}
 	upgradePods := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		l := o.GetLabels()
 		return l[v1beta1.LabelUpgradePlan] != "" && l[batchv1.JobNameLabel] != "" && slices.Contains(Namespaces, o.GetNamespace())
 	})
 	if err := ctrl.NewControllerManagedBy(mgr).Named("upgradelog-capture").
 		For(&corev1.Pod{}, builder.WithPredicates(upgradePods)).
+		// The controller's context and queue, for the log streams.
+		WatchesRawSource(source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.base, c.queue = ctx, q
+			return nil
+		})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(c); err != nil {
 		return err
@@ -165,6 +220,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 // another writer of the pod (the scheduler, the kubelet, the Job controller
 // write pods often while they start) runs again.
 const conflictRetry = 100 * time.Millisecond
+
+// deletingRetry is how soon the read of a pod being deleted is tried again
+// after it failed, within HoldBound.
+const deletingRetry = time.Second
 
 func (c *capturer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	res, err := c.reconcile(ctx, req)
@@ -199,6 +258,7 @@ func (c *capturer) reconcile(ctx context.Context, req reconcile.Request) (reconc
 		c.mu.Lock()
 		delete(c.kept, planName)
 		c.mu.Unlock()
+		c.forget(req.NamespacedName)
 		return reconcile.Result{}, c.release(ctx, pod)
 	}
 	pl, err := c.load(ctx, plan.Name, pod)
@@ -206,7 +266,7 @@ func (c *capturer) reconcile(ctx context.Context, req reconcile.Request) (reconc
 		return reconcile.Result{}, err
 	}
 	if c.done(pod, pl) {
-		return reconcile.Result{}, c.finish(ctx, pod)
+		return reconcile.Result{}, c.finish(ctx, pod, pl)
 	}
 	ul, err := ensureUpgradeLog(ctx, c.c, plan)
 	if err != nil {
@@ -219,34 +279,47 @@ func (c *capturer) reconcile(ctx context.Context, req reconcile.Request) (reconc
 			return reconcile.Result{}, err
 		}
 	}
-	final := ended(pod) || (pod.DeletionTimestamp != nil && c.nowFor().After(pod.DeletionTimestamp.Time))
-	readErr := c.read(ctx, plan.Name, pod, pl, final)
+	deleting := pod.DeletionTimestamp != nil
+	if deleting && c.kubelets.down(pod.Spec.NodeName, c.nowFor(), c.opts.HoldBound) {
+		// Its kubelet has not answered for a while: nothing more can be
+		// read, and the pod is let go at once.
+		return reconcile.Result{}, c.letGo(ctx, ul, plan, pod, pl)
+	}
+	started := c.nowFor()
+	readErr := c.read(ctx, plan.Name, pod, pl)
 	if err := c.save(ctx, ul, plan.Name, pod, pl); err != nil {
-		if pod.DeletionTimestamp != nil && c.nowFor().Sub(pod.DeletionTimestamp.Time) > c.opts.GiveUp {
+		if deleting && c.nowFor().Sub(pod.DeletionTimestamp.Time) > c.opts.HoldBound {
 			// The log cannot be kept: never hold a deleted pod for ever.
-			log.FromContext(ctx).Error(err, "giving up keeping the log of a deleted pod")
+			logger(ctx).Error(err, "letting a deleted pod go without its log saved")
+			c.forget(req.NamespacedName)
 			return reconcile.Result{}, c.release(ctx, pod)
 		}
 		return reconcile.Result{}, err
 	}
 	if readErr != nil {
-		log.FromContext(ctx).V(1).Info("reading the pod's log", "error", readErr.Error())
-		if pod.DeletionTimestamp != nil {
-			if pl.unreadSince.IsZero() {
-				pl.unreadSince = c.nowFor()
-			}
-			if c.nowFor().Sub(pl.unreadSince) > c.opts.GiveUp {
-				// Its node does not answer: keep what was read.
-				return reconcile.Result{}, c.release(ctx, pod)
-			}
+		logger(ctx).V(1).Info("reading the pod's log", "error", readErr.Error())
+		if !deleting {
+			return reconcile.Result{RequeueAfter: c.opts.Interval}, nil
 		}
-		return reconcile.Result{RequeueAfter: c.opts.Interval}, nil
+		if pl.unreadSince.IsZero() {
+			pl.unreadSince = started
+		}
+		if c.nowFor().Sub(pl.unreadSince) >= c.opts.HoldBound {
+			return reconcile.Result{}, c.letGo(ctx, ul, plan, pod, pl)
+		}
+		return reconcile.Result{RequeueAfter: deletingRetry}, nil
 	}
 	pl.unreadSince = time.Time{}
 	if c.done(pod, pl) {
-		return reconcile.Result{}, c.finish(ctx, pod)
+		return reconcile.Result{}, c.finish(ctx, pod, pl)
 	}
-	return reconcile.Result{RequeueAfter: c.opts.Interval}, nil
+	next := c.opts.Interval
+	if deleting {
+		// Its containers end by the end of its grace period at the latest:
+		// be back then, for the last bytes.
+		next = min(next, max(pod.DeletionTimestamp.Sub(c.nowFor()), 0)+conflictRetry)
+	}
+	return reconcile.Result{RequeueAfter: next}, nil
 }
 
 // containers are the pod's containers, init containers first, each with
@@ -288,17 +361,21 @@ func ended(pod *corev1.Pod) bool {
 	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }
 
+// final reports whether no more lines can come from any container of the
+// pod: it ended, or its deletion's grace period is over.
+func (c *capturer) final(pod *corev1.Pod) bool {
+	return ended(pod) || (pod.DeletionTimestamp != nil && c.nowFor().After(pod.DeletionTimestamp.Time))
+}
+
 // done reports whether the pod's log was captured to its end: every
 // container that ran was read after it ended, and none will run.
 func (c *capturer) done(pod *corev1.Pod, pl *podLog) bool {
 	if pl.finished {
 		return true
 	}
-	if !pl.saved {
-		return false
-	}
-	final := ended(pod) || (pod.DeletionTimestamp != nil && c.nowFor().After(pod.DeletionTimestamp.Time))
-	if !final {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if !pl.saved || !c.final(pod) {
 		return false
 	}
 	for _, ct := range containers(pod) {
@@ -309,55 +386,94 @@ func (c *capturer) done(pod *corev1.Pod, pl *podLog) bool {
 	return true
 }
 
-// finish lets go of a pod whose log is kept, and of its text in memory.
-func (c *capturer) finish(ctx context.Context, pod *corev1.Pod) error {
+// finish lets go of a pod whose log is kept (or given up), and of its text
+// in memory.
+func (c *capturer) finish(ctx context.Context, pod *corev1.Pod, pl *podLog) error {
+	pl.stopFollows()
 	c.mu.Lock()
 	c.pods[client.ObjectKeyFromObject(pod)] = &podLog{uid: pod.UID, finished: true}
 	c.mu.Unlock()
 	return c.release(ctx, pod)
 }
 
-// read reads each started container's log from where the kept one ends;
-// final marks a container complete once read after the pod ended.
-func (c *capturer) read(ctx context.Context, plan string, pod *corev1.Pod, pl *podLog, final bool) error {
+// read brings each started container's log up to date: a running one is
+// followed (or read, when no more follows may open), one that ended is read
+// from where the kept one ends, after its follow stopped, and marked
+// complete.
+func (c *capturer) read(ctx context.Context, plan string, pod *corev1.Pod, pl *podLog) error {
+	final, deleting := c.final(pod), pod.DeletionTimestamp != nil
 	var errs []error
 	for _, ct := range containers(pod) {
 		if !started(ct.status) {
 			continue
 		}
+		pl.mu.Lock()
 		l := pl.containers[ct.name]
 		if l == nil {
 			l = &containerLog{}
 			pl.containers[ct.name] = l
 			pl.saved = false
 		}
-		if l.complete {
+		complete, size := l.complete, l.size()
+		pl.mu.Unlock()
+		if complete {
 			continue
 		}
-		ended := final || ct.status.State.Terminated != nil
-		limit, err := c.limit(ctx, plan, pod, l)
+		limit, err := c.limit(ctx, plan, pod, size)
 		if err != nil {
 			return err
 		}
-		fresh, err := c.readContainer(ctx, pod, ct.name, l, limit)
-		if fresh > 0 {
-			// Saved only when it changed: a quiet container costs no write.
-			pl.saved = false
+		ends := final || ct.status.State.Terminated != nil
+		switch {
+		case !ends && !deleting:
+			followed, err := c.follow(pod, pl, ct.name, l, limit)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("container %s: %w", ct.name, err))
+			}
+			if followed || err != nil {
+				continue
+			}
+		case ends && pl.followState(ct.name) == followedToEnd:
+			// A follow ends cleanly only once the container exited:
+			// nothing is left to read.
+			pl.mu.Lock()
+			l.complete, pl.saved = true, false
+			pl.mu.Unlock()
+			continue
+		case ends && !deleting && pl.followState(ct.name) == following && !endedLongAgo(ct.status, c.nowFor()):
+			// Its last bytes come with the follow, whose end brings the
+			// pod back.
+			continue
 		}
-		if err != nil {
+		pl.stopFollow(ct.name)
+		timeout := answerTimeout
+		if deleting {
+			timeout = c.opts.HoldBound
+		}
+		if err := c.readOnce(ctx, pod, pl, ct.name, l, limit, timeout); err != nil {
 			errs = append(errs, fmt.Errorf("container %s: %w", ct.name, err))
 			continue
 		}
-		if ended {
+		if ends {
+			pl.mu.Lock()
 			l.complete, pl.saved = true, false
+			pl.mu.Unlock()
 		}
 	}
 	return errors.Join(errs...)
 }
 
+// endedLongAgo reports whether the container ended more than
+// answerTimeout ago (or its end time is unknown): its follow should have
+// ended by now.
+func endedLongAgo(st *corev1.ContainerStatus, now time.Time) bool {
+	t := st.State.Terminated
+	return t == nil || t.FinishedAt.IsZero() || now.Sub(t.FinishedAt.Time) > answerTimeout
+}
+
 // limit is how much the container's log may keep: the per-container limit,
 // less what the plan's other logs already keep beyond the plan's limit.
-func (c *capturer) limit(ctx context.Context, plan string, pod *corev1.Pod, l *containerLog) (int, error) {
+func (c *capturer) limit(ctx context.Context, plan string, pod *corev1.Pod, size int64) (int, error) {
 	kept, err := c.keptOf(ctx, plan)
 	if err != nil {
 		return 0, err
@@ -365,7 +481,7 @@ func (c *capturer) limit(ctx context.Context, plan string, pod *corev1.Pod, l *c
 	c.mu.Lock()
 	others := kept.total - kept.by[ConfigMap(plan, pod.Name)]
 	c.mu.Unlock()
-	return c.opts.Limits.forContainer(others, l.size()), nil
+	return c.opts.Limits.forContainer(others, size), nil
 }
 
 // keptOf returns the tally of what the plan's log ConfigMaps keep, counted
@@ -403,37 +519,6 @@ func keptIn(st map[string]containerState) int64 {
 	return n
 }
 
-// readContainer reads the container's log from the API server (the
-// kubelet), with timestamps, from the last kept line's second on.
-func (c *capturer) readContainer(ctx context.Context, pod *corev1.Pod, container string, l *containerLog, limit int) (int, error) {
-	opts := &corev1.PodLogOptions{Container: container, Timestamps: true}
-	if s := l.since(); s != nil {
-		opts.SinceTime = &metav1.Time{Time: *s}
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	stream, err := c.kube.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, opts).Stream(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = stream.Close() }()
-	l.resume()
-	r := bufio.NewReaderSize(stream, 64<<10)
-	fresh := 0
-	for {
-		line, err := r.ReadString('\n')
-		if line != "" && l.feed(line, limit) {
-			fresh++
-		}
-		if errors.Is(err, io.EOF) {
-			return fresh, nil
-		}
-		if err != nil {
-			return fresh, err
-		}
-	}
-}
-
 // load returns what is kept of the pod's log: in memory, else from its
 // ConfigMap (after a manager restart), else nothing yet.
 func (c *capturer) load(ctx context.Context, plan string, pod *corev1.Pod) (*podLog, error) {
@@ -444,7 +529,10 @@ func (c *capturer) load(ctx context.Context, plan string, pod *corev1.Pod) (*pod
 	if pl != nil && pl.uid == pod.UID {
 		return pl, nil
 	}
-	pl = &podLog{uid: pod.UID, containers: map[string]*containerLog{}}
+	if pl != nil {
+		pl.stopFollows()
+	}
+	pl = &podLog{uid: pod.UID, containers: map[string]*containerLog{}, follows: map[string]*follow{}}
 	cm := &corev1.ConfigMap{}
 	err := c.api.Get(ctx, client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: ConfigMap(plan, pod.Name)}, cm)
 	switch {
@@ -472,10 +560,15 @@ func (c *capturer) load(ctx context.Context, plan string, pod *corev1.Pod) (*pod
 	return pl, nil
 }
 
+// forget drops what is kept in memory of a pod, and stops its follows.
 func (c *capturer) forget(key types.NamespacedName) {
 	c.mu.Lock()
+	pl := c.pods[key]
 	delete(c.pods, key)
 	c.mu.Unlock()
+	if pl != nil && !pl.finished {
+		pl.stopFollows()
+	}
 }
 
 // Annotations on a log ConfigMap: where the log comes from.
@@ -496,19 +589,28 @@ func states(cm *corev1.ConfigMap) map[string]containerState {
 
 // save writes the pod's log ConfigMap when it changed.
 func (c *capturer) save(ctx context.Context, ul *v1beta1.UpgradeLog, plan string, pod *corev1.Pod, pl *podLog) error {
+	pl.mu.Lock()
 	if len(pl.containers) == 0 {
 		// No container ran: nothing to keep (a pod deleted before it
 		// started must not wait for one).
 		pl.saved = true
 	}
 	if pl.saved {
+		pl.mu.Unlock()
 		return nil
 	}
 	st := map[string]containerState{}
-	data := map[string][]byte{}
+	texts := map[string][]byte{}
 	for name, l := range pl.containers {
 		st[name] = l.state()
-		data[Key(name)] = Gzip(l.text())
+		texts[name] = l.text()
+	}
+	// Lines a follow adds from here on make the pod unsaved again.
+	pl.saved = true
+	pl.mu.Unlock()
+	data := map[string][]byte{}
+	for name, text := range texts {
+		data[Key(name)] = Gzip(text)
 	}
 	stateJSON, err := json.Marshal(st)
 	if err != nil {
@@ -532,9 +634,11 @@ func (c *capturer) save(ctx context.Context, ul *v1beta1.UpgradeLog, plan string
 		return controllerutil.SetOwnerReference(ul, cm, c.c.Scheme())
 	})
 	if err != nil {
+		pl.mu.Lock()
+		pl.saved = false
+		pl.mu.Unlock()
 		return fmt.Errorf("saving the log of %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	pl.saved = true
 	c.mu.Lock()
 	if k := c.kept[plan]; k != nil {
 		k.set(cm.Name, keptIn(st))

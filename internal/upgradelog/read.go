@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -69,7 +70,10 @@ func Select(logs []v1beta1.CapturedLog, job, node string) []v1beta1.CapturedLog 
 // Header is the line that introduces a log when several are printed.
 func Header(l v1beta1.CapturedLog) string {
 	var state []string
-	if !l.Complete {
+	switch {
+	case l.Incomplete != nil:
+		state = append(state, fmt.Sprintf("incomplete: %s since %s: %s", l.Incomplete.Reason, l.Incomplete.Since.UTC().Format(time.RFC3339), firstLine(l.Incomplete.Message)))
+	case !l.Complete:
 		state = append(state, "running or not read to its end")
 	}
 	if l.Truncated {
@@ -135,12 +139,18 @@ func List(w io.Writer, ul *v1beta1.UpgradeLog) error {
 	if c := meta.FindStatusCondition(st.Conditions, v1beta1.ConditionTruncated); c != nil && c.Status == metav1.ConditionTrue {
 		fmt.Fprintf(&b, "truncated: %s\n", c.Message)
 	}
+	if c := meta.FindStatusCondition(st.Conditions, v1beta1.ConditionIncomplete); c != nil && c.Status == metav1.ConditionTrue {
+		fmt.Fprintf(&b, "incomplete: %s\n", c.Message)
+	}
 	if len(st.Logs) > 0 {
 		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 		_, _ = fmt.Fprintln(tw, "JOB\tNODE\tCONTAINER\tLINES\tSIZE\tSTATE\tFIRST\tLAST")
 		for _, l := range st.Logs {
 			state := "complete"
-			if !l.Complete {
+			switch {
+			case l.Incomplete != nil:
+				state = "incomplete:" + l.Incomplete.Reason
+			case !l.Complete:
 				state = "running"
 			}
 			if l.Truncated {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/names"
 )
 
 // ensureUpgradeLog returns the plan's UpgradeLog, made if missing: named
@@ -129,6 +130,9 @@ func (w *statusWriter) Reconcile(ctx context.Context, req reconcile.Request) (re
 	}
 	cond.ObservedGeneration = ul.Generation
 	meta.SetStatusCondition(&st.Conditions, cond)
+	incomplete := IncompleteCondition(st.Logs)
+	incomplete.ObservedGeneration = ul.Generation
+	meta.SetStatusCondition(&st.Conditions, incomplete)
 	if reflect.DeepEqual(st, ul.Status) {
 		return reconcile.Result{}, nil
 	}
@@ -154,7 +158,7 @@ func Summarize(cms []corev1.ConfigMap) v1beta1.UpgradeLogStatus {
 				Job: cm.Annotations[annotationJob], Node: cm.Annotations[annotationNode],
 				Component: cm.Labels[v1beta1.LabelUpgradeComponent], JobType: cm.Labels[v1beta1.LabelJobType],
 				ConfigMap: cm.Name, Key: Key(name), Bytes: s.Bytes, Lines: s.Lines,
-				Complete: s.Complete, Truncated: s.DroppedLines > 0,
+				Complete: s.Complete, Truncated: s.DroppedLines > 0, Incomplete: s.Incomplete,
 			}
 			if !s.First.IsZero() {
 				l.FirstTimestamp = &metav1.Time{Time: s.First}
@@ -177,4 +181,46 @@ func Summarize(cms []corev1.ConfigMap) v1beta1.UpgradeLogStatus {
 		return a.Container < b.Container
 	})
 	return st
+}
+
+// IncompleteCondition is the UpgradeLog's Incomplete condition: True when
+// logs were let go before their end, naming each node, its pods and why.
+func IncompleteCondition(logs []v1beta1.CapturedLog) metav1.Condition {
+	type nodeGap struct {
+		pods map[string]bool
+		gap  *v1beta1.IncompleteLog
+	}
+	byNode := map[string]*nodeGap{}
+	var nodes []string
+	count := 0
+	for _, l := range logs {
+		if l.Incomplete == nil {
+			continue
+		}
+		count++
+		g := byNode[l.Node]
+		if g == nil {
+			g = &nodeGap{pods: map[string]bool{}, gap: l.Incomplete}
+			byNode[l.Node] = g
+			nodes = append(nodes, l.Node)
+		}
+		g.pods[l.Namespace+"/"+l.Pod] = true
+	}
+	if count == 0 {
+		return metav1.Condition{Type: v1beta1.ConditionIncomplete, Status: metav1.ConditionFalse, Reason: "EveryLogRead", Message: "no log was let go before its end"}
+	}
+	sort.Strings(nodes)
+	parts := make([]string, 0, len(nodes))
+	reason := ""
+	for _, n := range nodes {
+		g := byNode[n]
+		parts = append(parts, fmt.Sprintf("node %s (%d pod(s); %s since %s: %s)", orDash(n), len(g.pods), g.gap.Reason, g.gap.Since.UTC().Format(time.RFC3339), firstLine(g.gap.Message)))
+		if reason == "" {
+			reason = g.gap.Reason
+		} else if reason != g.gap.Reason {
+			reason = v1beta1.LogReadFailed
+		}
+	}
+	return metav1.Condition{Type: v1beta1.ConditionIncomplete, Status: metav1.ConditionTrue, Reason: reason,
+		Message: fmt.Sprintf("%d log(s) were let go before they could be read to their end, because the kubelets of their nodes did not answer; what was read is kept: %s", count, names.List(parts))}
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	kgzip "github.com/klauspost/compress/gzip"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 )
 
 // Limits bound the kept text, uncompressed.
@@ -61,6 +63,8 @@ type containerLog struct {
 	skip int
 	// complete: the container ended and its log was read to the end.
 	complete bool
+	// incomplete says why the capture let the log go before its end.
+	incomplete *v1beta1.IncompleteLog
 }
 
 // resume starts a new read of the log from the kubelet, from sinceTime
@@ -204,12 +208,15 @@ type containerState struct {
 	Complete     bool      `json:"complete,omitempty"`
 	Lines        int64     `json:"lines"`
 	Bytes        int64     `json:"bytes"`
+	// Incomplete is why the log was let go before its end.
+	Incomplete *v1beta1.IncompleteLog `json:"incomplete,omitempty"`
 }
 
 func (l *containerLog) state() containerState {
 	return containerState{
 		HeadBytes: len(l.head), HeadLines: l.headLines, DroppedLines: l.droppedLines, DroppedBytes: l.droppedBytes,
 		First: l.first, Last: l.last, LastCount: l.lastCount, Complete: l.complete, Lines: l.lines(), Bytes: l.size(),
+		Incomplete: l.incomplete,
 	}
 }
 
@@ -221,7 +228,7 @@ func restore(text []byte, s containerState) (*containerLog, error) {
 	l := &containerLog{
 		head: append([]byte(nil), text[:s.HeadBytes]...), headLines: s.HeadLines,
 		droppedLines: s.DroppedLines, droppedBytes: s.DroppedBytes,
-		first: s.First, last: s.Last, lastCount: s.LastCount, complete: s.Complete,
+		first: s.First, last: s.Last, lastCount: s.LastCount, complete: s.Complete, incomplete: s.Incomplete,
 	}
 	rest := string(text[s.HeadBytes:])
 	if s.DroppedLines > 0 {

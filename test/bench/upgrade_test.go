@@ -84,16 +84,20 @@ const binaryEnv = "UPGRADE_TOOLKIT_BENCH_MANAGER"
 
 // sizes are the cluster sizes upgraded: BENCH_NODES (e.g. "1000" or
 // "10,500") replaces the default.
-func sizes(b *testing.B) []int {
-	list := os.Getenv("BENCH_NODES")
+func sizes(b *testing.B) []int { return sizesFrom(b, "BENCH_NODES", []int{3, 10, 50, 200, 500}) }
+
+// sizesFrom reads node counts separated by commas from the environment
+// variable env, def when it is unset.
+func sizesFrom(b *testing.B, env string, def []int) []int {
+	list := os.Getenv(env)
 	if list == "" {
-		return []int{3, 10, 50, 200, 500}
+		return def
 	}
 	var out []int
 	for f := range strings.SplitSeq(list, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
-			b.Fatalf("BENCH_NODES=%q: want node counts separated by commas, e.g. 10,500", list)
+			b.Fatalf("%s=%q: want node counts separated by commas, e.g. 10,500", env, list)
 		}
 		out = append(out, n)
 	}
@@ -104,7 +108,7 @@ func BenchmarkUpgrade(b *testing.B) {
 	for _, nodes := range sizes(b) {
 		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
 			for range b.N {
-				r := upgrade(b, nodes)
+				r := upgrade(b, upgradeRun{nodes: nodes})
 				b.ReportMetric(r.wall.Seconds(), "wall-s")
 				b.ReportMetric(float64(r.wall.Milliseconds())/float64(nodes), "ms/node")
 				b.ReportMetric(float64(r.writes), "writes")
@@ -189,8 +193,20 @@ func (r *result) String() string {
 	return b.String()
 }
 
-func upgrade(b *testing.B, nodes int) *result {
+// upgradeRun is one upgrade to measure.
+type upgradeRun struct {
+	nodes int
+	// refuseKubelets makes every node's kubelet refuse the API server.
+	refuseKubelets bool
+	// annotations are the plan's.
+	annotations map[string]string
+	// managerArgs are added to the manager's command line.
+	managerArgs []string
+}
+
+func upgrade(b *testing.B, u upgradeRun) *result {
 	b.Helper()
+	nodes := u.nodes
 	// With the real Job controller, scheduler and kwok a node takes about
 	// 5 s on two busy cores; 200 nodes take over a quarter of an hour.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute+time.Duration(nodes)*10*time.Second)
@@ -204,9 +220,12 @@ func upgrade(b *testing.B, nodes int) *result {
 	if err != nil {
 		b.Fatal(err)
 	}
+	if u.refuseKubelets {
+		s.SetFaults(sim.FaultSet{KubeletsRefuse: s.Nodes()})
+	}
 	defer func() { _ = s.Stop() }()
 
-	mgr := startManager(b, env, s, nodes)
+	mgr := startManager(b, env, s, nodes, u.managerArgs)
 	defer mgr.stop()
 
 	churn, err := watchNodeChurn(ctx, env.Config)
@@ -215,7 +234,7 @@ func upgrade(b *testing.B, nodes int) *result {
 	}
 	run := &simrun.Run{Env: env, Sim: s, Client: env.Client}
 	start := time.Now()
-	plan, err := run.CreatePlan(ctx, v1beta1.UpgradePlanSpec{}, nil)
+	plan, err := run.CreatePlan(ctx, v1beta1.UpgradePlanSpec{}, u.annotations)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -281,7 +300,7 @@ type manager struct {
 	exit error
 }
 
-func startManager(b *testing.B, env *testenv.Env, s *sim.Sim, nodes int) *manager {
+func startManager(b *testing.B, env *testenv.Env, s *sim.Sim, nodes int, extraArgs []string) *manager {
 	b.Helper()
 	kubeconfig := filepath.Join(b.TempDir(), "kubeconfig")
 	cfg := env.Config
@@ -302,6 +321,7 @@ func startManager(b *testing.B, env *testenv.Env, s *sim.Sim, nodes int) *manage
 		// The embedded API server's certificate is valid for a week.
 		"--min-certs-expiration-days", "1",
 		"--zap-log-level", "error"}
+	args = append(args, extraArgs...)
 	args = append(args, strings.Fields(os.Getenv(managerArgsEnv))...)
 	if os.Getenv(profilesEnv) != "" {
 		m.pprof = fmt.Sprintf("127.0.0.1:%d", freePort(b))

@@ -54,6 +54,8 @@ func TestMain(m *testing.M) {
 type scenario struct {
 	sim  sim.Config
 	spec v1beta1.UpgradePlanSpec
+	// annotations are the plan's.
+	annotations map[string]string
 	// beforePlan runs once the world and the manager run, before the plan
 	// is created.
 	beforePlan func(t *testing.T, ctx context.Context, run *simrun.Run)
@@ -149,7 +151,7 @@ func (sc scenario) run(t *testing.T) *v1beta1.UpgradePlan {
 		sc.beforePlan(t, ctx, run)
 	}
 
-	plan, err := run.CreatePlan(ctx, sc.spec, nil)
+	plan, err := run.CreatePlan(ctx, sc.spec, sc.annotations)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,7 +122,9 @@ func TestUpgradeLogKeepsEveryJobsLog(t *testing.T) {
 	stopped := make(chan []string, 1)
 	followed := make(chan followedLog, 1)
 	scenario{
-		sim: sim.Config{Nodes: 2},
+		// Charts take a while to deploy: the cluster upgrade's container
+		// runs for seconds, long enough to be followed.
+		sim: sim.Config{Nodes: 2, Timing: sim.Timing{ChartDeploy: 300 * time.Millisecond}},
 		beforePlan: func(t *testing.T, ctx context.Context, run *simrun.Run) {
 			var err error
 			sa, err = rbactest.Bind(ctx, run.Env, types.NamespacedName{Namespace: cluster.HarvesterNamespace, Name: "upgrade-toolkit"}, rbactest.ManagerRole, rbactest.UpgradeLogRole)
@@ -161,11 +163,15 @@ func TestUpgradeLogKeepsEveryJobsLog(t *testing.T) {
 			}
 			ul := waitLogsComplete(t, ctx, run, plan, rp.wrote, rp.jobs)
 			counts := run.Counter.Snapshot()
-			t.Logf("the capture's writes: %d pod patches, %d ConfigMap creates, %d updates, %d UpgradeLog status updates, for %d logs",
+			reads := counts[apicount.Key{Verb: "get", Resource: "pods/log"}]
+			t.Logf("the capture's writes: %d pod patches, %d ConfigMap creates, %d updates, %d UpgradeLog status updates; %d log reads; for %d logs",
 				counts[apicount.Key{Verb: "patch", Resource: "pods"}], counts[apicount.Key{Verb: "create", Resource: "configmaps"}],
-				counts[apicount.Key{Verb: "update", Resource: "configmaps"}], counts[apicount.Key{Verb: "update", Resource: "upgradelogs/status"}], len(ul.Status.Logs))
+				counts[apicount.Key{Verb: "update", Resource: "configmaps"}], counts[apicount.Key{Verb: "update", Resource: "upgradelogs/status"}], reads, len(ul.Status.Logs))
+
 			checkJobsCaptured(t, ul, rp.jobs)
-			checkFollowed(t, ctx, run, ul, <-followed)
+			f := <-followed
+			checkFollowed(t, ctx, run, ul, f)
+			checkCaptureFollowed(t, run, f.pod)
 			showLogs(t, ctx, run, ul)
 			checkArchive(t, ctx, run, plan, ul)
 			checkGoneWithPlan(t, ctx, run, plan)
@@ -351,6 +357,19 @@ func followClusterUpgrade(ctx context.Context, t *testing.T, run *simrun.Run) fo
 		t.Errorf("following %s: %v", target.Pod, err)
 	}
 	return followedLog{pod: target.Namespace + "/" + target.Pod, text: b.String()}
+}
+
+// checkCaptureFollowed: the capture followed the running container's log
+// as it was written, and read it once more at its end, instead of reading
+// it again and again (the test's own `logs --follow` is the other follow).
+func checkCaptureFollowed(t *testing.T, run *simrun.Run, pod string) {
+	t.Helper()
+	ns, name, _ := strings.Cut(pod, "/")
+	r := run.Sim.LogRequests(ns, name)
+	t.Logf("the kubelet served %s: %d follows, %d reads", pod, r.Follows, r.Reads)
+	if r.Follows < 2 || r.Reads > 2 {
+		t.Errorf("the capture did not follow the log of the running %s: %d follows (1 is the test's), %d reads", pod, r.Follows, r.Reads)
+	}
 }
 
 // checkFollowed: what was followed is the end of the kept log, each line
