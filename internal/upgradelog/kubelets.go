@@ -37,9 +37,12 @@ type kubelet struct {
 	lastTry time.Time
 }
 
-// probeInterval is how often a kubelet that does not answer is tried
-// again by the reads of pods that are not being deleted.
-const probeInterval = 30 * time.Second
+// retryInterval is how often a kubelet whose reads began to fail is tried
+// again, and probeInterval how often once they have failed that long.
+const (
+	retryInterval = time.Second
+	probeInterval = 30 * time.Second
+)
 
 // downMemory is how long a failure counts: a kubelet last seen failing
 // longer ago is tried again, whatever it did then.
@@ -96,16 +99,21 @@ func (k *kubelets) down(node string, now time.Time, bound time.Duration) bool {
 }
 
 // mayTry reports whether a read through the node's kubelet is worth
-// trying now: it answers, or it was last tried probeInterval ago. It
-// counts as a try.
+// trying now: it answers, or, while it fails, it was last tried
+// retryInterval ago (probeInterval once it has failed that long): the pods
+// of a node that does not answer do not each ask. It counts as a try.
 func (k *kubelets) mayTry(node string, now time.Time) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	kl := k.get(node)
-	if !kl.failing(now) || now.Sub(kl.failingSince) < probeInterval {
+	if !kl.failing(now) {
 		return true
 	}
-	if now.Sub(kl.lastTry) < probeInterval {
+	every := retryInterval
+	if now.Sub(kl.failingSince) >= probeInterval {
+		every = probeInterval
+	}
+	if now.Sub(kl.lastTry) < every {
 		return false
 	}
 	kl.lastTry = now

@@ -34,11 +34,13 @@ func TestKubeletsDown(t *testing.T) {
 	if k.down("node-2", t0.Add(bound), bound) {
 		t.Error("another node's failure counts")
 	}
-	// Within probeInterval of the first failure every read may try.
-	if !k.mayTry("node-1", t0.Add(probeInterval-time.Second)) {
-		t.Error("no try within probeInterval of the first failure")
+	// Within probeInterval of the first failure a read may try every
+	// retryInterval.
+	soon := t0.Add(retryInterval)
+	if !k.mayTry("node-1", soon) || k.mayTry("node-1", soon.Add(retryInterval/2)) || !k.mayTry("node-1", soon.Add(retryInterval)) {
+		t.Error("a failing kubelet is not tried once per retryInterval")
 	}
-	probe := t0.Add(probeInterval)
+	probe := soon.Add(retryInterval + probeInterval)
 	if !k.mayTry("node-1", probe) || k.mayTry("node-1", probe.Add(time.Second)) {
 		t.Error("a down kubelet is not tried exactly once per probeInterval")
 	}

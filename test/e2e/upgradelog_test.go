@@ -341,7 +341,10 @@ func followClusterUpgrade(ctx context.Context, t *testing.T, run *simrun.Run) fo
 			return false, nil //nolint:nilerr // try again
 		}
 		for _, l := range upgradelog.Summarize(cms.Items).Logs {
-			if !l.Complete {
+			// Early in its run (the capture follows the log as it is
+			// written and saves it every second), so that most of it is
+			// left to follow.
+			if !l.Complete && l.Lines <= 10 {
 				target = l
 				return true, nil
 			}
