@@ -8,6 +8,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 )
 
@@ -39,7 +40,7 @@ func (ClusterUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 		job = s.newJob(JobSpec{
 			Name:            name,
 			Component:       v1beta1.ComponentClusterUpgrade,
-			Command:         []string{"upgrade-toolkit", "cluster-upgrade"},
+			Command:         jobspec.ClusterUpgradeCommand(),
 			BackoffLimit:    3,
 			DeadlineSeconds: clusterUpgradeDeadline,
 			ServiceAccount:  s.Config.ClusterUpgradeServiceAccount,

@@ -12,7 +12,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
-	"github.com/harvester/upgrade-toolkit/internal/clusterupgrade"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 )
 
@@ -139,7 +139,7 @@ func chartsPausedByUpgrade(ctx context.Context, s *Scope) ([]string, error) {
 	if err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
-	return clusterupgrade.PausedCharts(cm), nil
+	return jobspec.PausedCharts(cm), nil
 }
 
 // managedChartsCheck: every ManagedChart is deployed, and the ones the

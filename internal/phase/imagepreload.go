@@ -11,6 +11,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
 	"github.com/harvester/upgrade-toolkit/internal/helper"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 )
 
@@ -67,7 +68,7 @@ func (ImagePreload) Run(ctx context.Context, s *Scope) (Result, error) {
 		concurrency = len(nodes)
 	}
 	if err := ensureNodePlan(ctx, s, names.ImagePreloadPlan(s.Plan.Name), v1beta1.ComponentImagePreload,
-		int64(concurrency), []string{"upgrade-toolkit", "node", "prepare"}); err != nil {
+		int64(concurrency), jobspec.NodeCommand(jobspec.Prepare)); err != nil {
 		return Result{}, err
 	}
 	return trackNodePlan(ctx, s, nodes, nodePlanStates{
@@ -93,7 +94,7 @@ func ensureNodePlan(ctx context.Context, s *Scope, name, component string, concu
 		Image:              repo,
 		Version:            tag,
 		Command:            command,
-		Env:                []corev1.EnvVar{{Name: "HARVESTER_UPGRADEPLAN_NAME", Value: s.Plan.Name}},
+		Env:                []corev1.EnvVar{jobspec.PlanEnv(s.Plan.Name)},
 	})
 	plan := &upgradev1.Plan{}
 	if err := s.ensure(ctx, want, plan, component, want.Spec, func() { plan.Spec = want.Spec }); err != nil {

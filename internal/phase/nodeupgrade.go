@@ -12,15 +12,16 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/nodestate"
 )
 
 // activeJobType is the node Job a node runs in each state of the drain slot.
 var activeJobType = map[v1beta1.NodeUpgradeState]string{
-	v1beta1.NodeStatePreDraining:         v1beta1.JobTypePreDrain,
-	v1beta1.NodeStatePostDraining:        v1beta1.JobTypePostDrain,
-	v1beta1.NodeStateSingleNodeUpgrading: v1beta1.JobTypeSingleNodeUpgrade,
+	v1beta1.NodeStatePreDraining:         jobspec.PreDrain,
+	v1beta1.NodeStatePostDraining:        jobspec.PostDrain,
+	v1beta1.NodeStateSingleNodeUpgrading: jobspec.SingleNodeUpgrade,
 }
 
 // unscheduledRecheck is how often the plan looks again at a node Job whose
@@ -132,12 +133,9 @@ func (s *Scope) nodeJob(jobType, node string) *batchv1.Job {
 		Labels:    map[string]string{v1beta1.LabelJobType: jobType, v1beta1.LabelNode: node},
 		Node:      node,
 		// Evacuating, upgrading the OS and rebooting need the host.
-		Privileged: true,
-		Command:    []string{"upgrade-toolkit", "node", jobType},
-		Env: []corev1.EnvVar{
-			{Name: "HARVESTER_UPGRADE_NODE_NAME", Value: node},
-			{Name: "HARVESTER_UPGRADE_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
-		},
+		Privileged:      true,
+		Command:         jobspec.NodeCommand(jobType),
+		Env:             jobspec.NodeEnv(node),
 		BackoffLimit:    2,
 		DeadlineSeconds: int64(s.Config.Deadlines.NodeJob.Seconds()),
 	})
@@ -178,9 +176,9 @@ func setPendingOSImage(ctx context.Context, s *Scope, node string, waiting bool)
 // so (see nodeUpgradeProgress).
 func (s *Scope) nodeFailure(ctx context.Context, node string, d nodestate.Decision, obs *observation, before string) string {
 	jobType := map[v1beta1.NodeUpgradeState]string{
-		v1beta1.NodeStatePreDrainFailed:          v1beta1.JobTypePreDrain,
-		v1beta1.NodeStatePostDrainFailed:         v1beta1.JobTypePostDrain,
-		v1beta1.NodeStateSingleNodeUpgradeFailed: v1beta1.JobTypeSingleNodeUpgrade,
+		v1beta1.NodeStatePreDrainFailed:          jobspec.PreDrain,
+		v1beta1.NodeStatePostDrainFailed:         jobspec.PostDrain,
+		v1beta1.NodeStateSingleNodeUpgradeFailed: jobspec.SingleNodeUpgrade,
 	}[d.State]
 	what := fmt.Sprintf("upgrading node %s failed in %s", node, d.State)
 	if j := obs.jobs[jobType][node]; j != nil && jobOf(j).Status == nodestate.JobFailed {

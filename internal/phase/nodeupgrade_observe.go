@@ -16,6 +16,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/nodestate"
 	"github.com/harvester/upgrade-toolkit/internal/release"
 )
@@ -214,8 +215,8 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 	rm := s.Plan.Status.ReleaseMetadata
 	target := nodestate.Target{OSImage: rm.OS, KubeletVersion: release.KubeletVersionOf(rm.Kubernetes)}
 	now := s.Clock.Now()
-	preDrains, postDrains := obs.jobs[v1beta1.JobTypePreDrain], obs.jobs[v1beta1.JobTypePostDrain]
-	singleNodeUpgrades := obs.jobs[v1beta1.JobTypeSingleNodeUpgrade]
+	preDrains, postDrains := obs.jobs[jobspec.PreDrain], obs.jobs[jobspec.PostDrain]
+	singleNodeUpgrades := obs.jobs[jobspec.SingleNodeUpgrade]
 	for i := range nodes {
 		n := &nodes[i]
 		st := s.Plan.Status.NodeUpgradeStatuses[n.Name]
@@ -266,7 +267,7 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 	// The health gate asks the API server and lists every volume: only
 	// when Rancher waits to drain a node that has not begun its upgrade.
 	if !singleNode && slices.ContainsFunc(obs.nodes, nodestate.Node.AtHealthGate) {
-		unhealthy, err := healthGate(ctx, s, nodes, obs.jobs[v1beta1.JobTypeRestoreVM])
+		unhealthy, err := healthGate(ctx, s, nodes, obs.jobs[jobspec.RestoreVM])
 		if err != nil {
 			return nil, err
 		}
