@@ -34,6 +34,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/controller"
 	"github.com/harvester/upgrade-toolkit/internal/manager"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/rbactest"
@@ -443,4 +444,34 @@ func (h *harness) touch(name string) {
 	}
 	p.Annotations["test/touched"] = time.Now().String()
 	h.must(h.c.Patch(h.ctx(), p, client.MergeFrom(before)))
+}
+
+// reconciles is how many passes of the plan controller have ended in this
+// process; one manager runs at a time.
+func reconciles(t *testing.T) int {
+	t.Helper()
+	n, err := testenv.Reconciles(controller.ControllerName)
+	if err != nil {
+		t.Fatalf("reading the controllers' metrics: %v", err)
+	}
+	return n
+}
+
+// wholePass waits until the plan controller has run a whole pass that began
+// after this call, and returns how many passes ended meanwhile: passes run
+// one at a time (the controller's one worker), so of two that end after
+// the call the second began after it. It touches the plan until then, so
+// that passes come. Whatever the manager was shown before the call, it has
+// acted on when wholePass returns: the "nothing happened" of a test.
+func (h *harness) wholePass(plan string) int {
+	h.t.Helper()
+	before := reconciles(h.t)
+	h.eventually("a whole pass of the plan controller", func() (bool, string) {
+		if ended := reconciles(h.t) - before; ended >= 2 {
+			return true, ""
+		}
+		h.touch(plan)
+		return false, fmt.Sprintf("%d passes ended", reconciles(h.t)-before)
+	})
+	return reconciles(h.t) - before
 }

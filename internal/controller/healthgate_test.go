@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,7 +51,7 @@ func TestHealthGate(t *testing.T) {
 	if st := p.Status.NodeUpgradeStatuses["node-2"]; st.State != v1beta1.NodeStateImagePreloaded || st.HealthGateSince == nil || !strings.Contains(st.Message, "fails at ") {
 		t.Errorf("node-2 held by the gate: %+v", st)
 	}
-	time.Sleep(300 * time.Millisecond)
+	h.wholePass(p.Name)
 	preDrain := client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.NodeJob(p.Name, v1beta1.JobTypePreDrain, "node-2")}
 	if !h.absent(preDrain, &batchv1.Job{}) {
 		t.Fatal("node-2 was drained while a volume rebuilt")

@@ -40,7 +40,7 @@ func TestPauseNodes(t *testing.T) {
 	// Rancher reaches a paused node: nothing runs for it.
 	pre := h.rancherAsks("node-2", cluster.AnnotationRancherPreDrain)
 	h.waitProgressing(p.Name, "1 of 3 nodes upgraded")
-	time.Sleep(300 * time.Millisecond)
+	h.wholePass(p.Name)
 	if !h.absent(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.NodeJob(p.Name, v1beta1.JobTypePreDrain, "node-2")}, &batchv1.Job{}) {
 		t.Fatal("a paused node's pre-drain Job was started")
 	}
@@ -210,7 +210,7 @@ func TestCleanupWaitsForThePlansPods(t *testing.T) {
 		return len(pod.Finalizers) == 0, "finalizers " + strings.Join(pod.Finalizers, ", ")
 	})
 	// The garbage collector would delete it with its Job; envtest has none.
-	time.Sleep(300 * time.Millisecond)
+	h.wholePass(p.Name)
 	if h.absent(client.ObjectKey{Name: p.Name}, &v1beta1.UpgradePlan{}) {
 		t.Fatal("the plan was released while its pod was still there")
 	}

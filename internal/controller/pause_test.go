@@ -3,7 +3,6 @@ package controller_test
 import (
 	"strings"
 	"testing"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/utils/ptr"
@@ -43,7 +42,7 @@ func TestPausePlan(t *testing.T) {
 	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), Paused: ptr.To(true)})
 	h.waitHeld(p.Name, "paused (spec.paused) before phase Initialize; set spec.paused to false to resume")
 	h.waitEvent(p.Name, "Paused: paused (spec.paused) before phase Initialize")
-	time.Sleep(300 * time.Millisecond)
+	h.wholePass(p.Name)
 	if p = h.get(p.Name); p.Status.CurrentPhase != "" {
 		t.Fatalf("a paused plan started: %s", describe(p))
 	}
@@ -56,7 +55,7 @@ func TestPausePlan(t *testing.T) {
 	h.setPaused(p.Name, true)
 	h.setImported(names.ISOImage(p.Name), "True", "", "")
 	h.waitHeld(p.Name, "before phase RepoCreate")
-	time.Sleep(300 * time.Millisecond)
+	h.wholePass(p.Name)
 	if p = h.get(p.Name); p.Status.CurrentPhase != v1beta1.PhaseISODownloaded {
 		t.Fatalf("a plan paused in ISODownload went on: %s", describe(p))
 	}
@@ -87,7 +86,7 @@ func TestPauseDuringNodeUpgrade(t *testing.T) {
 		t.Errorf("held node status %+v", st)
 	}
 	h.waitHeld(p.Name, "paused (spec.paused) during NodeUpgrade: 1 of 3 nodes upgraded, no node under way")
-	time.Sleep(300 * time.Millisecond)
+	h.wholePass(p.Name)
 	if !h.absent(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.NodeJob(p.Name, v1beta1.JobTypePreDrain, "node-2")}, &batchv1.Job{}) {
 		t.Fatal("a paused plan started node-2's pre-drain Job")
 	}

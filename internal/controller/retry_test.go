@@ -91,7 +91,7 @@ func TestRetryAfterAFailedDownload(t *testing.T) {
 	}
 	// Too late now: the annotation changes nothing.
 	h.retry(p.Name, "late")
-	time.Sleep(500 * time.Millisecond)
+	h.wholePass(p.Name)
 	if p = h.get(p.Name); p.Status.CurrentPhase != v1beta1.PhaseFailed || p.Status.ObservedRetry == "late" {
 		t.Errorf("a retry after the cleanup moved the plan: %s", describe(p))
 	}

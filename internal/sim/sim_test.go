@@ -18,6 +18,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -160,6 +161,32 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// agentPassed waits until the node agent has run a whole pass over node
+// that began after this call: two of its reconciles end after it, and they
+// run one at a time. It touches the node until then, so that passes come.
+func agentPassed(t *testing.T, node string) {
+	t.Helper()
+	count := func() int {
+		n, err := testenv.Reconciles(nodeAgentName)
+		if err != nil {
+			t.Fatalf("reading the controllers' metrics: %v", err)
+		}
+		return n
+	}
+	before := count()
+	eventually(t, 10*time.Second, "a whole pass of the node agent", func() (bool, string) {
+		if count()-before >= 2 {
+			return true, ""
+		}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+		patch := []byte(`{"metadata":{"annotations":{"test/touched":"` + time.Now().String() + `"}}}`)
+		if err := env.Client.Patch(context.Background(), n, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return false, err.Error()
+		}
+		return false, ""
+	})
 }
 
 func get(t *testing.T, key client.ObjectKey, obj client.Object) {
