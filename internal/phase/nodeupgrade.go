@@ -51,11 +51,12 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 			s.setNodeState(n.Name, v1beta1.NodeStateImagePreloaded, "", "")
 		}
 	}
-	if recorded, err := recordNodeUpgradeSettings(ctx, s, singleNode); err != nil || recorded {
-		return Wait("recording the settings the node upgrade changes, before changing them"), err
+	settings := []savedSetting{longhornReplenishment{}, deschedulerAddon{}}
+	if !singleNode {
+		settings = append(settings, rancherStrategy{})
 	}
-	if err := applyNodeUpgradeSettings(ctx, s, singleNode); err != nil {
-		return Result{}, err
+	if r, done, err := recordThenChange(ctx, s, "recording the settings the node upgrade changes, before changing them", settings...); !done {
+		return r, err
 	}
 
 	obs, err := observeNodes(ctx, s, nodes, singleNode)
@@ -140,6 +141,10 @@ func (s *Scope) nodeJob(jobType, node string) *batchv1.Job {
 		DeadlineSeconds: int64(s.Config.Deadlines.NodeJob.Seconds()),
 	})
 }
+
+// The node upgrade marks the nodes that wait to reboot.
+//
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=patch
 
 // setPendingOSImage marks a node that waits to reboot into the new OS with
 // the OS image it must report, and unmarks it otherwise.
