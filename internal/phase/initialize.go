@@ -29,8 +29,8 @@ func (Initialize) Name() string { return v1beta1.StepInitialize }
 
 // Run implements Phase.
 func (Initialize) Run(ctx context.Context, s *Scope) (Result, error) {
-	if msg := preflight.PlanNameProblem(s.Plan.Name); msg != "" {
-		return FailFinal("metadata.name %q %s; create the plan again under such a name", s.Plan.Name, msg), nil
+	if v := preflight.PlanName(s.Plan.Name); v.Result == v1beta1.CheckFailed {
+		return FailFinal("metadata.name %q %s; create the plan again under such a name", s.Plan.Name, v.Message), nil
 	}
 	for _, step := range []func(context.Context, *Scope) (Result, error){
 		snapshotVersion, recordPreviousVersion, detectSingleNode, checkDiskSpace, checkCerts,
@@ -200,8 +200,8 @@ func checkDiskSpace(ctx context.Context, s *Scope) (Result, error) {
 		}
 		disks = append(disks, d)
 	}
-	if problems := preflight.DiskSpace(disks, preflight.NewImagesSize); len(problems) > 0 {
-		return FailFinal("pre-flight check failed: %s", strings.Join(problems, "; ")), nil
+	if failed := failures(preflight.DiskSpace(disks, preflight.NewImagesSize)); len(failed) > 0 {
+		return FailFinal("pre-flight check failed: %s", strings.Join(failed, "; ")), nil
 	}
 	if len(unreachable) > 0 {
 		return s.boundedWait(s.Config.Deadlines.Kubelet,
@@ -228,13 +228,24 @@ func checkCerts(ctx context.Context, s *Scope) (Result, error) {
 		return Result{}, err
 	}
 	certs, errs := preflight.GatherServedCerts(ctx, s.Config.DialCerts, addrs)
-	if msg := preflight.CertExpiry(certs, s.Clock.Now(), minValidity); msg != "" {
-		return FailFinal("pre-flight check failed: %s", msg), nil
-	}
-	if len(certs) == 0 {
+	switch v := preflight.CertExpiry(certs, s.Clock.Now(), minValidity); v.Result {
+	case v1beta1.CheckFailed:
+		return FailFinal("pre-flight check failed: %s", v.Message), nil
+	case v1beta1.CheckPending:
 		return s.boundedWait(s.Config.Deadlines.Kubelet,
 			"retrying the certificate check: "+errors.Join(errs...).Error(),
 			"pre-flight certificate check could not reach the API server: "+errors.Join(errs...).Error()), nil
 	}
 	return Done(), nil
+}
+
+// failures are the messages of the verdicts that failed.
+func failures(verdicts []preflight.Verdict) []string {
+	var out []string
+	for _, v := range verdicts {
+		if v.Result == v1beta1.CheckFailed {
+			out = append(out, v.Message)
+		}
+	}
+	return out
 }

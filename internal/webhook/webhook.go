@@ -192,8 +192,8 @@ func asPlan(obj runtime.Object) (*v1beta1.UpgradePlan, error) {
 // failure, with the warnings either way.
 func verdict(plan *v1beta1.UpgradePlan, r preflight.AdmissionResult) (admission.Warnings, error) {
 	if r.Allowed() {
-		return r.Warnings, nil
+		return r.Warnings(), nil
 	}
 	gk := v1beta1.GroupVersion.WithKind("UpgradePlan").GroupKind()
-	return r.Warnings, apierrors.NewInvalid(gk, plan.Name, r.Errors)
+	return r.Warnings(), apierrors.NewInvalid(gk, plan.Name, r.Errors())
 }
