@@ -21,6 +21,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/kept"
 	"github.com/harvester/upgrade-toolkit/internal/metrics"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
@@ -51,9 +52,9 @@ type PlanReconciler struct {
 	PlanProgress *cluster.PlanProgressReader
 	// Plans writes the status.
 	Plans *planstatus.Store
-	// Reuse keeps what passes derive from the cache's lists until they
-	// change; the watches mark the changes.
-	Reuse *phase.Reuse
+	// Kept holds the lists the passes read until they change; the watches
+	// mark the changes.
+	Kept *kept.Lists
 }
 
 // maxTransitionsPerPass bounds how many phase changes one reconcile makes, so
@@ -95,7 +96,7 @@ func (r *PlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res c
 	}
 	p := &pass{r: r, stored: plan, facts: facts, s: &phase.Scope{
 		Client: r.Client, APIReader: r.APIReader, Kube: r.Kube,
-		Clock: r.Clock, Config: r.Config, Log: log.FromContext(ctx), PlanProgress: r.PlanProgress, Reuse: r.Reuse,
+		Clock: r.Clock, Config: r.Config, Log: log.FromContext(ctx), PlanProgress: r.PlanProgress, Kept: r.Kept,
 	}}
 	p.s.SetWorkingCopy(plan)
 	defer func() { res, err = p.writeStatus(ctx, res, err) }()

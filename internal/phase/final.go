@@ -40,7 +40,7 @@ func Finalize(ctx context.Context, s *Scope) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	nodes, err := managedNodes(ctx, s)
+	nodes, err := s.Kept.ManagedNodes(ctx, s.Client)
 	if err != nil {
 		return Result{}, err
 	}

@@ -47,7 +47,7 @@ func (ImageCleanup) Run(ctx context.Context, s *Scope) (Result, error) {
 		jobspec.NodeCommand(jobspec.ImageCleanup)); err != nil {
 		return Result{}, err
 	}
-	nodes, err := managedNodes(ctx, s)
+	nodes, err := s.Kept.ManagedNodes(ctx, s.Client)
 	if err != nil {
 		return Result{}, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/jobspec"
+	"github.com/harvester/upgrade-toolkit/internal/kept"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/nodestate"
 )
@@ -39,7 +40,7 @@ func (NodeUpgrade) Name() string { return v1beta1.StepNodeUpgrade }
 
 // Run implements Phase.
 func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
-	nodes, err := managedNodes(ctx, s)
+	nodes, err := s.Kept.ManagedNodes(ctx, s.Client)
 	if err != nil {
 		return Result{}, err
 	}
@@ -67,43 +68,12 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 	decisions := obs.decide(singleNode)
 	var failure string
 	for i := range obs.nodes {
-		n, d := &obs.nodes[i], decisions[i]
-		before := s.Plan.Status.NodeUpgradeStatuses[n.Name].Message
-		if d.HealthGate {
-			var overdue string
-			if d.Message, overdue = s.holdAtHealthGate(n.Name, d.Message); overdue != "" && failure == "" {
-				failure = overdue
-			}
+		f, err := s.stepNode(ctx, &obs.nodes[i], decisions[i], obs, failure != "")
+		if err != nil {
+			return Result{}, err
 		}
-		// A decision to stay, with nothing to say, keeps what is recorded
-		// (e.g. how the node's VM restore went).
-		if d.State != n.State || d.Reason != "" || d.Message != "" {
-			s.setNodeState(n.Name, d.State, d.Reason, d.Message)
-		}
-		if d.State != n.State && beginsOSUpgrade(d.State) {
-			// Recorded with the state, before the Job that reboots the node
-			// exists: the next boot ID is then proof of the reboot.
-			s.recordBoot(n.Name, n.Host.BootID, n.Host.OSImage)
-		}
-		if d.State != n.State && nodestate.Upgraded(d.State) {
-			s.Event(corev1.EventTypeNormal, v1beta1.EventNodeRebootVerified, "Node %s rebooted into %s: %s", n.Name, s.Plan.Status.ReleaseMetadata.OS, d.Message)
-		}
-		if d.StartJob != "" {
-			if err := s.create(ctx, s.nodeJob(d.StartJob, n.Name), v1beta1.ComponentNodeUpgrade); err != nil {
-				return Result{}, err
-			}
-		}
-		if n.State == v1beta1.NodeStateWaitingReboot || d.State == v1beta1.NodeStateWaitingReboot {
-			if err := setPendingOSImage(ctx, s, n.Name, d.State == v1beta1.NodeStateWaitingReboot); err != nil {
-				return Result{}, err
-			}
-		}
-		if n.DrainBlocked != "" && !strings.Contains(before, n.DrainBlocked) {
-			// Once per blocker: the node's message keeps it while it blocks.
-			s.Event(corev1.EventTypeWarning, v1beta1.EventDrainBlocked, "%s", n.DrainBlocked)
-		}
-		if d.State.IsFailure() && failure == "" {
-			failure = s.nodeFailure(ctx, n.Name, d, obs, before)
+		if failure == "" {
+			failure = f
 		}
 	}
 	if failure != "" {
@@ -115,9 +85,57 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 	}
 	r := nodeUpgradeProgress(ctx, s, nodes, obs, restoring)
 	if r.Done {
-		s.Reuse.Forget(nodeJobsKey(s.Plan.Name), drainRequestsKey)
+		s.Kept.Forget(kept.NodeJobs(s.Plan.Name).Key(), kept.DrainRequestsKey)
 	}
 	return r, nil
+}
+
+// stepNode carries out the decision for one node: it records the node's
+// new state (and, as its OS upgrade begins, the boot it leaves), starts the
+// Job the node needs, marks a node that waits to reboot, and tells of a
+// blocked drain once. It returns what fails the plan when the node failed
+// it or outlived the health gate; failed says that another node of this
+// pass already did, which spares the reads that describe a failure.
+func (s *Scope) stepNode(ctx context.Context, n *nodestate.Node, d nodestate.Decision, obs *observation, failed bool) (string, error) {
+	var failure string
+	before := s.Plan.Status.NodeUpgradeStatuses[n.Name].Message
+	if d.HealthGate {
+		var overdue string
+		if d.Message, overdue = s.holdAtHealthGate(n.Name, d.Message); overdue != "" && !failed {
+			failure = overdue
+		}
+	}
+	// A decision to stay, with nothing to say, keeps what is recorded
+	// (e.g. how the node's VM restore went).
+	if d.State != n.State || d.Reason != "" || d.Message != "" {
+		s.setNodeState(n.Name, d.State, d.Reason, d.Message)
+	}
+	if d.State != n.State && beginsOSUpgrade(d.State) {
+		// Recorded with the state, before the Job that reboots the node
+		// exists: the next boot ID is then proof of the reboot.
+		s.recordBoot(n.Name, n.Host.BootID, n.Host.OSImage)
+	}
+	if d.State != n.State && nodestate.Upgraded(d.State) {
+		s.Event(corev1.EventTypeNormal, v1beta1.EventNodeRebootVerified, "Node %s rebooted into %s: %s", n.Name, s.Plan.Status.ReleaseMetadata.OS, d.Message)
+	}
+	if d.StartJob != "" {
+		if err := s.create(ctx, s.nodeJob(d.StartJob, n.Name), v1beta1.ComponentNodeUpgrade); err != nil {
+			return "", err
+		}
+	}
+	if n.State == v1beta1.NodeStateWaitingReboot || d.State == v1beta1.NodeStateWaitingReboot {
+		if err := setPendingOSImage(ctx, s, n.Name, d.State == v1beta1.NodeStateWaitingReboot); err != nil {
+			return "", err
+		}
+	}
+	if n.DrainBlocked != "" && !strings.Contains(before, n.DrainBlocked) {
+		// Once per blocker: the node's message keeps it while it blocks.
+		s.Event(corev1.EventTypeWarning, v1beta1.EventDrainBlocked, "%s", n.DrainBlocked)
+	}
+	if d.State.IsFailure() && failure == "" && !failed {
+		failure = s.nodeFailure(ctx, n.Name, d, obs, before)
+	}
+	return failure, nil
 }
 
 // beginsOSUpgrade reports whether a node entering state s is about to get
