@@ -486,32 +486,14 @@ func (h *Harness) Touch(name string) {
 	h.Must(h.C.Patch(h.Ctx(), p, client.MergeFrom(before)))
 }
 
-// reconciles is how many passes of the plan controller have ended in this
-// process; one manager runs at a time.
-func reconciles(t *testing.T) int {
-	t.Helper()
-	n, err := testenv.Reconciles(controller.ControllerName)
-	if err != nil {
-		t.Fatalf("reading the controllers' metrics: %v", err)
-	}
-	return n
-}
-
-// WholePass waits until the plan controller has run a whole pass that began
-// after this call, and returns how many passes ended meanwhile: passes run
-// one at a time (the controller's one worker), so of two that end after
-// the call the second began after it. It touches the plan until then, so
-// that passes come. Whatever the manager was shown before the call, it has
-// acted on when wholePass returns: the "nothing happened" of a test.
+// WholePass waits until the plan controller has run a whole pass that
+// began after this call (testenv.WholePass), touching the plan so that
+// passes come, and returns how many passes ended meanwhile: whatever the
+// manager was shown before the call, it has acted on. One manager runs at a
+// time.
 func (h *Harness) WholePass(plan string) int {
 	h.T.Helper()
-	before := reconciles(h.T)
-	h.Eventually("a whole pass of the plan controller", func() (bool, string) {
-		if ended := reconciles(h.T) - before; ended >= 2 {
-			return true, ""
-		}
-		h.Touch(plan)
-		return false, fmt.Sprintf("%d passes ended", reconciles(h.T)-before)
-	})
-	return reconciles(h.T) - before
+	n, err := testenv.WholePass(h.Ctx(), controller.ControllerName, func() error { h.Touch(plan); return nil })
+	h.Must(err)
+	return n
 }

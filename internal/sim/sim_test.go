@@ -164,29 +164,19 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 }
 
 // agentPassed waits until the node agent has run a whole pass over node
-// that began after this call: two of its reconciles end after it, and they
-// run one at a time. It touches the node until then, so that passes come.
+// that began after this call (testenv.WholePass), touching the node so that
+// passes come.
 func agentPassed(t *testing.T, node string) {
 	t.Helper()
-	count := func() int {
-		n, err := testenv.Reconciles(nodeAgentName)
-		if err != nil {
-			t.Fatalf("reading the controllers' metrics: %v", err)
-		}
-		return n
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	patch := func() error {
+		return env.Client.Patch(ctx, n, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"test/touched":"`+time.Now().String()+`"}}}`)))
 	}
-	before := count()
-	eventually(t, 10*time.Second, "a whole pass of the node agent", func() (bool, string) {
-		if count()-before >= 2 {
-			return true, ""
-		}
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
-		patch := []byte(`{"metadata":{"annotations":{"test/touched":"` + time.Now().String() + `"}}}`)
-		if err := env.Client.Patch(context.Background(), n, client.RawPatch(types.MergePatchType, patch)); err != nil {
-			return false, err.Error()
-		}
-		return false, ""
-	})
+	if _, err := testenv.WholePass(ctx, nodeAgentName, patch); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func get(t *testing.T, key client.ObjectKey, obj client.Object) {
