@@ -129,6 +129,7 @@ func (h *Harness) SetSetting(s client.Object, name, value string) {
 	h.Must(h.C.Update(h.Ctx(), s))
 }
 
+// DeleteHarvester deletes the objects Harvester created.
 func (h *Harness) DeleteHarvester() {
 	ctx := h.Ctx()
 	for _, d := range []struct {

@@ -109,6 +109,7 @@ type FakeKubelet struct {
 	nodes map[string][2]uint64 // capacity, used
 }
 
+// Get answers a kubelet endpoint of a node.
 func (k *FakeKubelet) Get(_ context.Context, node, path string) ([]byte, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -195,6 +196,7 @@ func New(t *testing.T) *Harness {
 	return h
 }
 
+// Start starts a manager.
 func (h *Harness) Start() {
 	mgr, err := manager.New(h.counter.Wrap(managerSA.Config()), manager.Options{
 		MetricsAddr: "0", ProbeAddr: "0", Phase: h.Cfg, Clock: h.Clock,
@@ -271,6 +273,7 @@ func (h *Harness) RemoveFinalizers() {
 	}
 }
 
+// Ctx is a context that ends with the test, or after 30 seconds.
 func (h *Harness) Ctx() context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	h.T.Cleanup(cancel)

@@ -100,6 +100,7 @@ func (h *Harness) WaitDegraded(plan string, status metav1.ConditionStatus) {
 	})
 }
 
+// SetPaused sets spec.paused.
 func (h *Harness) SetPaused(plan string, paused bool) {
 	h.T.Helper()
 	p := h.Get(plan)
@@ -146,6 +147,7 @@ func (h *Harness) Retry(name, value string) {
 	h.Must(h.C.Patch(h.Ctx(), p, client.MergeFrom(before)))
 }
 
+// SetPauseNodes sets spec.nodeUpgradeOption.pauseNodes.
 func (h *Harness) SetPauseNodes(plan string, nodes ...string) {
 	h.T.Helper()
 	p := h.Get(plan)
