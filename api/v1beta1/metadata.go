@@ -13,6 +13,9 @@ const (
 	// step reported success but the cluster has not shown its effect for a
 	// while (reason VerificationPending; the message says what is missing).
 	ConditionDegraded = "Degraded"
+	// ConditionStalled is True while a node or a step has overrun its
+	// estimate by a margin; its message says what the plan waits for.
+	ConditionStalled = "Stalled"
 )
 
 // Condition reasons. The Progressing condition's reason is otherwise the
@@ -87,6 +90,36 @@ const (
 	// EventLogIncomplete: a Warning on the plan, once per node, when the
 	// kubelet of the node does not answer the log capture's requests.
 	EventLogIncomplete = "LogIncomplete"
+	// EventInsight: a Warning on the plan when an insight appears or its
+	// level rises to Warning or Error.
+	EventInsight = "Insight"
+)
+
+// Insight types (status.insights[].type) and the Stalled condition's
+// reasons. docs/verification.md has a section for each.
+const (
+	// InsightDrainBlockedByPDB: a pod on the draining node whose eviction a
+	// PodDisruptionBudget refuses.
+	InsightDrainBlockedByPDB = "DrainBlockedByPDB"
+	// InsightDrainRefusedPod: a pod on the draining node that Rancher's
+	// drain options refuse to delete (no controller, or local storage).
+	InsightDrainRefusedPod = "DrainRefusedPod"
+	// InsightDrainTaintRemoved: the draining node lost its kubevirt.io/drain
+	// taint, so VMs may be scheduled back onto it.
+	InsightDrainTaintRemoved = "DrainTaintRemoved"
+	// InsightNodeUnavailable: a managed node other than the one being
+	// upgraded is cordoned or NotReady; the next drain waits for it.
+	InsightNodeUnavailable = "NodeUnavailable"
+	// InsightConcurrentV1Upgrade: Harvester's built-in upgrade
+	// (upgrades.harvesterhci.io) runs at the same time.
+	InsightConcurrentV1Upgrade = "ConcurrentV1Upgrade"
+	// InsightProvisioningPaused: the cluster's provisioning (Rancher's
+	// cluster or Cluster API's) is paused, so Rancher upgrades no node.
+	InsightProvisioningPaused = "ProvisioningPaused"
+	// InsightStalled: a node or a step overran its estimate by a margin.
+	InsightStalled = "Stalled"
+	// ReasonNotStalled is the Stalled condition's reason while it is False.
+	ReasonNotStalled = "WithinEstimate"
 )
 
 // Prefix is the prefix of every label and annotation this API owns.

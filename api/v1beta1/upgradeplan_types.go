@@ -293,6 +293,89 @@ type UpgradePlanStatus struct {
 	// value.
 	// +optional
 	ObservedRetry string `json:"observedRetry,omitempty"`
+
+	// Insights are the problems the toolkit sees while the plan runs, one
+	// entry per problem, most severe first: a drain a PodDisruptionBudget
+	// or a VM blocks, a node or phase that overran its estimate, and what
+	// interferes with the upgrade (another node cordoned or NotReady, the
+	// drain taint removed, Harvester's own upgrade running, the cluster's
+	// provisioning paused). Each says since when, what it affects, the
+	// objects involved and what to do (docs/verification.md, "Insights").
+	// An entry goes when its problem does.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Insights []Insight `json:"insights,omitempty"`
+
+	// Pauses are the times the plan was paused (spec.paused), newest last:
+	// no deadline counts them. An open pause has no end.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	Pauses []Pause `json:"pauses,omitempty"`
+}
+
+// Pause is one time the plan was paused.
+type Pause struct {
+	// Start is when the controller first saw spec.paused true.
+	Start metav1.Time `json:"start"`
+	// End is when it first saw it false again; unset while paused.
+	// +optional
+	End *metav1.Time `json:"end,omitempty"`
+}
+
+// InsightLevel is how severe an insight is; it rises while the problem lasts.
+//
+// +kubebuilder:validation:Enum=Info;Warning;Error
+type InsightLevel string
+
+// The insight levels.
+const (
+	InsightInfo    InsightLevel = "Info"
+	InsightWarning InsightLevel = "Warning"
+	InsightError   InsightLevel = "Error"
+)
+
+// InsightImpact is what a problem puts at risk.
+//
+// +kubebuilder:validation:Enum=UpgradeStalled;APIAvailability;VMAvailability;DataRedundancy
+type InsightImpact string
+
+// The insight impacts.
+const (
+	// ImpactUpgradeStalled: the upgrade does not move on until it is solved.
+	ImpactUpgradeStalled InsightImpact = "UpgradeStalled"
+	// ImpactAPIAvailability: the cluster's API or its control plane.
+	ImpactAPIAvailability InsightImpact = "APIAvailability"
+	// ImpactVMAvailability: VMs may stop or land on a node being upgraded.
+	ImpactVMAvailability InsightImpact = "VMAvailability"
+	// ImpactDataRedundancy: volumes may lose replicas.
+	ImpactDataRedundancy InsightImpact = "DataRedundancy"
+)
+
+// Insight is one problem the toolkit sees while the plan runs.
+type Insight struct {
+	// Type names the problem (one of the Insight… reasons); with the
+	// objects it identifies the entry.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Type string `json:"type"`
+	// Level is Info, Warning or Error, rising the longer it lasts.
+	Level InsightLevel `json:"level"`
+	// Impact is what the problem puts at risk.
+	Impact InsightImpact `json:"impact"`
+	// Since is when the toolkit first saw the problem.
+	Since metav1.Time `json:"since"`
+	// Objects are the objects involved, e.g. Node/node-1,
+	// PodDisruptionBudget/default/guard, Pod/default/app-0.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	Objects []string `json:"objects,omitempty"`
+	// Message says what is wrong, where, and what to do.
+	// +kubebuilder:validation:MaxLength=2048
+	Message string `json:"message"`
+	// Doc is where the documentation says more, e.g.
+	// docs/verification.md#drainblockedbypdb.
+	// +optional
+	Doc string `json:"doc,omitempty"`
 }
 
 // Failure is one failure of the plan.

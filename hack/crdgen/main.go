@@ -64,6 +64,7 @@ var yamlSources = []yamlSource{
 	{module: harvesterModule, path: "deploy/charts/harvester-crd/templates/harvesterhci.io_addons.yaml", crds: []string{"addons.harvesterhci.io"}},
 	{module: harvesterModule, path: "deploy/charts/harvester-crd/templates/harvesterhci.io_virtualmachinebackups.yaml", crds: []string{"virtualmachinebackups.harvesterhci.io"}},
 	{module: harvesterModule, path: "deploy/charts/harvester-crd/templates/harvesterhci.io_schedulevmbackups.yaml", crds: []string{"schedulevmbackups.harvesterhci.io"}},
+	{module: harvesterModule, path: "deploy/charts/harvester-crd/templates/harvesterhci.io_upgrades.yaml", crds: []string{"upgrades.harvesterhci.io"}},
 	// Rancher's own, as Harvester's integration tests install them.
 	{module: harvesterModule, path: "tests/integration/controllers/manifest/ranchersettings-crd.yaml", crds: []string{"settings.management.cattle.io"}},
 	{module: harvesterModule, path: "tests/integration/controllers/manifest/clusterrepos-crd.yaml", crds: []string{"clusterrepos.catalog.cattle.io"}},

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 )
 
 // drainErrorPod matches a pod as kubectl's drain (Rancher's drain helper)
@@ -47,7 +49,7 @@ func DescribeDrainBlock(node string, name types.NamespacedName, pod *corev1.Pod,
 	var budgets []string
 	for i := range pdbs {
 		if Protects(&pdbs[i], pod) {
-			budgets = append(budgets, describePDB(&pdbs[i]))
+			budgets = append(budgets, DescribePDB(&pdbs[i]))
 		}
 	}
 	sort.Strings(budgets)
@@ -83,8 +85,8 @@ func Protects(pdb *policyv1.PodDisruptionBudget, pod *corev1.Pod) bool {
 	return err == nil && sel.Matches(labels.Set(pod.Labels))
 }
 
-// describePDB is "ns/name (minAvailable 1, 0 disruptions allowed)".
-func describePDB(pdb *policyv1.PodDisruptionBudget) string {
+// DescribePDB is "ns/name (minAvailable 1, 0 disruptions allowed)".
+func DescribePDB(pdb *policyv1.PodDisruptionBudget) string {
 	var limit string
 	switch {
 	case pdb.Spec.MinAvailable != nil:
@@ -100,4 +102,37 @@ func describePDB(pdb *policyv1.PodDisruptionBudget) string {
 		allowed = limit + ", " + allowed
 	}
 	return fmt.Sprintf("%s/%s (%s)", pdb.Namespace, pdb.Name, allowed)
+}
+
+// DrainEvicts reports whether a drain (kubectl's, which Rancher's is)
+// evicts the pod: not a mirror pod, not a DaemonSet's, not finished and not
+// already being deleted.
+func DrainEvicts(p *corev1.Pod) bool {
+	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror || p.DeletionTimestamp != nil {
+		return false
+	}
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	if c := metav1.GetControllerOf(p); c != nil && c.Kind == "DaemonSet" {
+		return false
+	}
+	return true
+}
+
+// DrainRefuses says why a drain with these options refuses to delete the
+// pod, as kubectl's drain does: a pod no controller manages needs force,
+// a pod with emptyDir data needs deleteEmptyDirData. "" when it may.
+func DrainRefuses(opts provisioningv1.DrainOptions, p *corev1.Pod) string {
+	if !opts.Force && metav1.GetControllerOf(p) == nil {
+		return "no controller manages it (drain option force is off)"
+	}
+	if !opts.DeleteEmptyDirData {
+		for _, v := range p.Spec.Volumes {
+			if v.EmptyDir != nil {
+				return "it has local storage, emptyDir volume " + v.Name + " (drain option deleteEmptyDirData is off)"
+			}
+		}
+	}
+	return ""
 }

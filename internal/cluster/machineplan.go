@@ -226,3 +226,11 @@ func conditionText(what, status, reason, message string) string {
 	}
 	return s
 }
+
+// InRancherDrain reports whether Rancher works on the machine of a
+// machine-plan Secret with these annotations: it asked for a drain hook,
+// drains it, or is to uncordon it. Rancher cordons such a node itself.
+func InRancherDrain(a map[string]string) bool {
+	return a[AnnotationRancherPreDrain] != "" || a[AnnotationRancherPostDrain] != "" ||
+		a[AnnotationRancherDrainOptions] != "" || a[AnnotationRancherUncordon] != ""
+}

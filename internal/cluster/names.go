@@ -20,6 +20,9 @@ const (
 const (
 	// LocalClusterName is Harvester's own provisioning Cluster in fleet-local.
 	LocalClusterName = "local"
+	// AnnotationCAPIPaused on a Cluster API object pauses its
+	// reconciliation, as spec.paused does on its Cluster.
+	AnnotationCAPIPaused = "cluster.x-k8s.io/paused"
 	// ServerVersionSetting is the Harvester Setting that holds the running
 	// Harvester version.
 	ServerVersionSetting = "server-version"

@@ -27,3 +27,14 @@ func IsWitness(n *corev1.Node) bool {
 	_, witness := n.Labels[LabelWitnessNode]
 	return witness
 }
+
+// HasDrainTaint reports whether the node has a kubevirt.io/drain NoSchedule
+// taint, whatever its value: KubeVirt evacuates it.
+func HasDrainTaint(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == TaintKubeVirtDrain && t.Effect == corev1.TaintEffectNoSchedule {
+			return true
+		}
+	}
+	return false
+}

@@ -6,10 +6,12 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -26,6 +28,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
 	"github.com/harvester/upgrade-toolkit/internal/planstatus"
+	"github.com/harvester/upgrade-toolkit/internal/status"
 )
 
 // The plan reconciler adds and removes its finalizer with a patch, writes
@@ -55,7 +58,15 @@ type PlanReconciler struct {
 	// Kept holds the lists the passes read until they change; the watches
 	// mark the changes.
 	Kept *kept.Lists
+	// watched is when the watchdog last looked at each plan (name to
+	// time.Time): it looks at most once per watchSpacing, however many
+	// passes run.
+	watched sync.Map
 }
+
+// watchSpacing is the least time between two looks of the watchdog at one
+// plan: at 500 nodes a pass runs many times a second.
+const watchSpacing = 5 * time.Second
 
 // maxTransitionsPerPass bounds how many phase changes one reconcile makes, so
 // that a pass always ends; a whole pipeline has fewer.
@@ -179,9 +190,55 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		p.stored = after
 		p.s.Plan.ObjectMeta = *after.ObjectMeta.DeepCopy()
 	}
+	// Before the phases: their deadlines leave out the time paused.
+	if !p.s.Plan.Status.CurrentPhase.IsTerminal() {
+		pipeline.RecordPause(&p.s.Plan.Status, p.s.Plan.IsPaused(), p.s.Now())
+	}
 	res, runErr := p.runPipeline(ctx)
 	p.setConditions(res, runErr)
-	return ctrl.Result{RequeueAfter: res.RequeueAfter}, runErr
+	if runErr != nil {
+		return ctrl.Result{RequeueAfter: res.RequeueAfter}, runErr
+	}
+	next, err := p.watch(ctx)
+	return ctrl.Result{RequeueAfter: sooner(res.RequeueAfter, next)}, err
+}
+
+// watch runs the watchdog on a running plan (phase.Watch), at most once per
+// watchSpacing, and says when to look again; a plan that ended keeps no
+// insight of its run but those of its failure.
+func (p *pass) watch(ctx context.Context) (time.Duration, error) {
+	st := &p.s.Plan.Status
+	if st.CurrentPhase.IsTerminal() || st.CurrentPhase == "" {
+		p.r.watched.Delete(p.s.Plan.Name)
+		if st.CurrentPhase == v1beta1.PhaseSucceeded {
+			st.Insights = nil
+			meta.RemoveStatusCondition(&st.Conditions, v1beta1.ConditionStalled)
+		}
+		return 0, nil
+	}
+	now := p.r.Clock.Now()
+	if last, ok := p.r.watched.Load(p.s.Plan.Name); ok {
+		if wait := watchSpacing - now.Sub(last.(time.Time)); wait > 0 {
+			return wait, nil
+		}
+	}
+	var plans v1beta1.UpgradePlanList
+	if err := p.r.Client.List(ctx, &plans, client.UnsafeDisableDeepCopy); err != nil {
+		return 0, fmt.Errorf("listing UpgradePlans for the estimate: %w", err)
+	}
+	next, err := phase.Watch(ctx, p.s, status.Previous(plans.Items, p.s.Plan.Name))
+	if err == nil {
+		p.r.watched.Store(p.s.Plan.Name, now)
+	}
+	return next, err
+}
+
+// sooner is the earlier of two requeue delays, 0 meaning none.
+func sooner(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 // runPipeline moves the plan through as many phases as it can in one pass.

@@ -58,8 +58,11 @@ func updateManagedNodes(ctx context.Context, c client.Reader, nodes []corev1.Nod
 // annotations and heartbeats do not.
 func NodeChangeMatters(o, n *corev1.Node) bool {
 	oi, ni := o.Status.NodeInfo, n.Status.NodeInfo
+	// A cordon and the drain taint matter to the watchdog and the health
+	// gate.
 	return cluster.NodeReady(o) != cluster.NodeReady(n) || oi.OSImage != ni.OSImage || oi.BootID != ni.BootID ||
-		oi.KubeletVersion != ni.KubeletVersion || !maps.Equal(o.Labels, n.Labels)
+		oi.KubeletVersion != ni.KubeletVersion || !maps.Equal(o.Labels, n.Labels) ||
+		o.Spec.Unschedulable != n.Spec.Unschedulable || cluster.HasDrainTaint(o) != cluster.HasDrainTaint(n)
 }
 
 func listManagedNodes(ctx context.Context, c client.Reader) ([]corev1.Node, error) {

@@ -67,9 +67,9 @@ func TestJobChangeMatters(t *testing.T) {
 	}
 }
 
-// TestNodeHeartbeatsChangeNothing: a node's heartbeat or cordon neither asks
-// for a pass nor makes the next pass list the nodes again; a reboot does
-// both.
+// TestNodeHeartbeatsChangeNothing: a node's heartbeat neither asks for a
+// pass nor makes the next pass list the nodes again; a cordon (which the
+// watchdog and the health gate read) and a reboot do both.
 func TestNodeHeartbeatsChangeNothing(t *testing.T) {
 	lists := kept.New()
 	h := lists.MarkingKept(kept.KindNodes, byName, kept.NodeUpdates)
@@ -79,20 +79,25 @@ func TestNodeHeartbeatsChangeNothing(t *testing.T) {
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{ready}, NodeInfo: corev1.NodeSystemInfo{BootID: "1"}}}
 	beat := old.DeepCopy()
 	beat.Status.Conditions[0].LastHeartbeatTime = metav1.Now()
-	beat.Spec.Unschedulable = true
 	h.Update(context.Background(), update(old, beat), q)
 	if got := lists.Changes(kept.KindNodes); got != 0 || q.Len() != 0 {
-		t.Errorf("a heartbeat and a cordon: %d changes marked and %d passes asked for, want 0 and 0", got, q.Len())
+		t.Errorf("a heartbeat: %d changes marked and %d passes asked for, want 0 and 0", got, q.Len())
 	}
-	rebooted := beat.DeepCopy()
-	rebooted.Status.NodeInfo.BootID = "2"
-	h.Update(context.Background(), update(beat, rebooted), q)
+	cordoned := beat.DeepCopy()
+	cordoned.Spec.Unschedulable = true
+	h.Update(context.Background(), update(beat, cordoned), q)
 	if got := lists.Changes(kept.KindNodes); got != 1 || q.Len() != 1 {
-		t.Errorf("a reboot: %d changes marked and %d passes asked for, want 1 and 1", got, q.Len())
+		t.Errorf("a cordon: %d changes marked and %d passes asked for, want 1 and 1", got, q.Len())
+	}
+	rebooted := cordoned.DeepCopy()
+	rebooted.Status.NodeInfo.BootID = "2"
+	h.Update(context.Background(), update(cordoned, rebooted), q)
+	if got := lists.Changes(kept.KindNodes); got != 2 {
+		t.Errorf("a reboot: %d changes marked, want 2", got)
 	}
 	h.Delete(context.Background(), event.DeleteEvent{Object: rebooted}, q)
-	if got := lists.Changes(kept.KindNodes); got != 2 {
-		t.Errorf("a deleted node: %d changes marked, want 2", got)
+	if got := lists.Changes(kept.KindNodes); got != 3 {
+		t.Errorf("a deleted node: %d changes marked, want 3", got)
 	}
 }
 

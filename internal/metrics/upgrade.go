@@ -29,6 +29,8 @@ const (
 	SinceProgressName       = "upgrade_toolkit_plan_seconds_since_progress"
 	NodeStateSecondsName    = "upgrade_toolkit_node_state_seconds"
 	IncompleteLogsName      = "upgrade_toolkit_upgrade_logs_incomplete_total"
+	InsightName             = "upgrade_toolkit_insight"
+	InsightSecondsName      = "upgrade_toolkit_insight_seconds"
 )
 
 // durationBuckets span seconds (a simulated phase) to hours (an ISO
@@ -164,6 +166,11 @@ var (
 		"Seconds since an unfinished, unpaused UpgradePlan last moved: changed phase or moved a node.", []string{"plan"}, nil)
 	nodeStateSecondsDesc = prometheus.NewDesc(NodeStateSecondsName,
 		"Seconds each node of an unfinished UpgradePlan has been in its state.", []string{"plan", "node", "state"}, nil)
+	insightDesc = prometheus.NewDesc(InsightName,
+		"1 for each insight of an UpgradePlan (status.insights): a problem the toolkit sees, by type, level and impact; its first object names where.",
+		[]string{"plan", "type", "level", "impact", "object"}, nil)
+	insightSecondsDesc = prometheus.NewDesc(InsightSecondsName,
+		"Seconds since the toolkit first saw each insight of an UpgradePlan.", []string{"plan", "type", "object"}, nil)
 )
 
 // scrapeTimeout bounds the read of the plans at a scrape.
@@ -189,7 +196,7 @@ func (c *Collector) setReader(r client.Reader) {
 
 // Describe sends the descriptions of the metrics.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{planPhaseDesc, planNodesDesc, sinceProgressDesc, nodeStateSecondsDesc} {
+	for _, d := range []*prometheus.Desc{planPhaseDesc, planNodesDesc, sinceProgressDesc, nodeStateSecondsDesc, insightDesc, insightSecondsDesc} {
 		ch <- d
 	}
 }
@@ -217,6 +224,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for state, n := range byState {
 			ch <- prometheus.MustNewConstMetric(planNodesDesc, prometheus.GaugeValue, float64(n), p.Name, string(state))
+		}
+		for _, in := range p.Status.Insights {
+			object := ""
+			if len(in.Objects) > 0 {
+				object = in.Objects[0]
+			}
+			ch <- prometheus.MustNewConstMetric(insightDesc, prometheus.GaugeValue, 1, p.Name, in.Type, string(in.Level), string(in.Impact), object)
+			ch <- prometheus.MustNewConstMetric(insightSecondsDesc, prometheus.GaugeValue, now.Sub(in.Since.Time).Seconds(), p.Name, in.Type, object)
 		}
 		if p.IsFinished() || !p.IsStarted() {
 			continue
@@ -248,7 +263,7 @@ func Names() []string {
 	for _, h := range []string{PhaseDurationName, NodeUpgradeDurationName} {
 		out = append(out, h+"_bucket", h+"_sum", h+"_count")
 	}
-	return append(out, FailuresName, PlanPhaseName, PlanNodesName, SinceProgressName, NodeStateSecondsName)
+	return append(out, FailuresName, PlanPhaseName, PlanNodesName, SinceProgressName, NodeStateSecondsName, InsightName, InsightSecondsName)
 }
 
 // SetNow sets the clock the plans' state is reported at (tests).

@@ -168,7 +168,7 @@ func deleteCollection(ctx context.Context, s *Scope, obj client.Object, namespac
 // The cleanup waits for the plan's pods, and lets go of those a log capture
 // held when it no longer runs.
 //
-// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=pods,verbs=list;watch;patch
+// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=pods,verbs=watch;patch
 
 // podsLeft names the plan's pods a cleanup waits for. They go with their
 // Jobs and the repo's Deployment (the garbage collector deletes them): a

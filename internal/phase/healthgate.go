@@ -46,6 +46,13 @@ func healthGate(ctx context.Context, s *Scope, nodes []corev1.Node, jobs map[str
 	if len(notReady) > 0 {
 		why = append(why, "node "+list(notReady)+" not Ready")
 	}
+	cordoned, err := cordonedNodes(ctx, s, nodes)
+	if err != nil {
+		return "", err
+	}
+	if len(cordoned) > 0 {
+		why = append(why, "node "+list(cordoned)+" cordoned (kubectl uncordon it once it may run workloads again)")
+	}
 	if notReady, err := controlPlaneNotReady(ctx, s); err != nil {
 		return "", err
 	} else if notReady != "" {
@@ -122,11 +129,36 @@ func (s *Scope) holdAtHealthGate(node, message string) (string, string) {
 		return message, ""
 	}
 	since := st.HealthGateSince.Time
-	deadline := since.Add(s.Config.Deadlines.HealthGate)
+	deadline := s.deadline(since, s.Config.Deadlines.HealthGate)
 	if !s.Now().Before(deadline) {
 		return message, fmt.Sprintf("node %s waited %s for the cluster to be healthy before its drain (%s): "+
 			"fix what is named (bring the node back, let Longhorn rebuild or repair the volume, start the VMs) "+
 			"and retry the plan; spec.nodeUpgradeOption.healthGate: Relaxed skips the volumes and the VM restores, at their risk", node, s.Config.Deadlines.HealthGate.Round(time.Second), strings.TrimPrefix(message, nodestate.HealthGatePrefix))
 	}
 	return fmt.Sprintf("%s (since %s; fails at %s)", message, timestamp(since), timestamp(deadline)), ""
+}
+
+// cordonedNodes are the nodes cordoned by someone other than Rancher, which
+// cordons the node it drains: draining another node now would leave the
+// cluster two nodes short.
+func cordonedNodes(ctx context.Context, s *Scope, nodes []corev1.Node) ([]string, error) {
+	var out []string
+	var rancher map[string]bool
+	for i := range nodes {
+		n := &nodes[i]
+		if !n.Spec.Unschedulable || nodestate.InDrainSlot(s.Plan.Status.NodeUpgradeStatuses[n.Name].State) {
+			continue
+		}
+		if rancher == nil {
+			var err error
+			if rancher, err = rancherDrains(ctx, s); err != nil {
+				return nil, err
+			}
+		}
+		if !rancher[n.Name] {
+			out = append(out, n.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }

@@ -176,9 +176,9 @@ func (s *Scope) jobFailure(ctx context.Context, what string, j *batchv1.Job, rea
 // The toolkit's Jobs run in harvester-system, those of
 // system-upgrade-controller's Plans in cattle-system.
 //
-// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=pods,verbs=list
+// (Listing pods is granted everywhere for the watchdog, watch.go.)
+//
 // +kubebuilder:rbac:groups="",namespace=harvester-system,resources=pods/log,verbs=get
-// +kubebuilder:rbac:groups="",namespace=cattle-system,resources=pods,verbs=list
 // +kubebuilder:rbac:groups="",namespace=cattle-system,resources=pods/log,verbs=get
 
 // unschedulableMark is what unscheduled says of a pod the scheduler cannot

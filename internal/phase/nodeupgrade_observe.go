@@ -106,7 +106,7 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 			o.PostDrainRequested = pending(sec, cluster.AnnotationRancherPostDrain, v1beta1.AnnotationPostHook)
 		}
 		if limit := s.stateDeadline(st.State); limit > 0 && st.LastTransitionTime != nil {
-			deadline := st.LastTransitionTime.Add(limit)
+			deadline := s.deadline(st.LastTransitionTime.Time, limit)
 			o.Overdue = !now.Before(deadline)
 			o.Waiting = fmt.Sprintf("since %s; fails at %s", timestamp(st.LastTransitionTime.Time), timestamp(deadline))
 			if obs.nextDeadline.IsZero() || deadline.Before(obs.nextDeadline) {

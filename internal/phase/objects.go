@@ -72,7 +72,7 @@ func (s *Scope) boundedWait(limit time.Duration, waiting, failure string) Result
 	if !ok {
 		entered = s.Now()
 	}
-	deadline := entered.Add(limit)
+	deadline := s.deadline(entered, limit)
 	left := deadline.Sub(s.Clock.Now())
 	if left <= 0 {
 		return Fail("%s (gave up after %s)", failure, limit)

@@ -19,6 +19,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/kept"
+	"github.com/harvester/upgrade-toolkit/internal/pipeline"
 )
 
 // Phase is the work of one pipeline step.
@@ -146,6 +147,12 @@ func (s *Scope) putNode(node string, ns v1beta1.NodeUpgradeStatus) {
 
 // Now returns the current time, truncated to the second the API stores.
 func (s *Scope) Now() time.Time { return s.Clock.Now().Truncate(time.Second) }
+
+// deadline is when something that began at since and may take limit is
+// overdue: the time the plan spent paused does not count.
+func (s *Scope) deadline(since time.Time, limit time.Duration) time.Time {
+	return pipeline.Deadline(&s.Plan.Status, since, limit, s.Clock.Now())
+}
 
 // Event records an event for after the status write.
 func (s *Scope) Event(eventType, reason, format string, args ...any) {

@@ -62,7 +62,7 @@ func (s *Scope) verify(g gate, checks []preflight.Verdict) Result {
 			warnings = append(warnings, c.Message)
 		}
 	}
-	deadline := g.since.Add(g.deadline)
+	deadline := s.deadline(g.since, g.deadline)
 	switch {
 	case len(failures) > 0:
 		return Fail("%s reported success, but the cluster does not show it: %s", g.what, strings.Join(failures, "; "))

@@ -410,13 +410,14 @@ func (c *Checker) planRunning() bool {
 }
 
 // ObserveNode checks that the upgrade cordons at most one node at a time. A
-// node first seen cordoned while no plan runs was cordoned by someone else.
+// node first seen cordoned while no plan runs, or cordoned by Sim.Cordon,
+// was cordoned by someone else.
 func (c *Checker) ObserveNode(n *corev1.Node) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.checked++
 	_, known := c.cordoned[n.Name]
-	if !known && n.Spec.Unschedulable && !c.planRunning() {
+	if _, other := n.Annotations[annotationCordonedByOther]; other || (!known && n.Spec.Unschedulable && !c.planRunning()) {
 		c.preCordon[n.Name] = true
 	}
 	if !n.Spec.Unschedulable {

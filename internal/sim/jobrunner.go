@@ -158,7 +158,7 @@ func (r *podRunner) start(pod *corev1.Pod, jt string) {
 				code = int32(jobspec.ExitCodeOf(err)) //nolint:gosec // small exit codes
 			}
 		}
-		if !sleepCtx(ctx, r.s.cfg.Timing.job(jt)-time.Since(begin)) {
+		if !sleepCtx(ctx, r.s.faults.jobTime(r.s.cfg.Timing, jt, snapshot.Spec.NodeName)-time.Since(begin)) {
 			return
 		}
 		if err != nil {

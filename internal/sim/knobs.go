@@ -91,6 +91,8 @@ type JobFault struct {
 	ExitCode int32
 	// Message is what the failed command printed: its termination message.
 	Message string
+	// Delay is how long a slow Job (FaultSet.SlowJobs) runs at least.
+	Delay time.Duration
 }
 
 // ImportFault makes the import of VirtualMachineImages fail.
@@ -111,6 +113,10 @@ type FaultSet struct {
 	// EmptyJobs lists Jobs that exit 0 having done nothing (Reason and
 	// Message are not used).
 	EmptyJobs []JobFault
+	// SlowJobs lists Jobs that take longer than their Timing: each runs for
+	// at least its Delay (Reason, ExitCode and Message are not used), as a
+	// slow disk or a slow mirror makes a real one do.
+	SlowJobs []JobFault
 	// FailImport, when set, makes ISO imports fail.
 	FailImport *ImportFault
 	// NeverReturn lists nodes that go NotReady on reboot and never come back.
@@ -177,6 +183,17 @@ func (f *faults) job(jobType, node string) *JobFault {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return matchJob(f.set.FailJobs, jobType, node)
+}
+
+// jobTime is how long a Job of the type runs on the node at least: its
+// Timing, or longer when it is one of the slow Jobs.
+func (f *faults) jobTime(t Timing, jobType, node string) time.Duration {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if slow := matchJob(f.set.SlowJobs, jobType, node); slow != nil {
+		return max(slow.Delay, t.job(jobType))
+	}
+	return t.job(jobType)
 }
 
 // emptyJob reports whether the Job exits 0 without doing its work.

@@ -78,9 +78,7 @@ func (m *rolloutMachine) role() string {
 }
 
 func (m *rolloutMachine) inDrain() bool {
-	a := m.secret.Annotations
-	return a[cluster.AnnotationRancherPreDrain] != "" || a[cluster.AnnotationRancherPostDrain] != "" ||
-		a[cluster.AnnotationRancherDrainOptions] != "" || a[cluster.AnnotationRancherUncordon] != ""
+	return cluster.InRancherDrain(m.secret.Annotations)
 }
 
 func (s *Sim) reconcileRancher(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {

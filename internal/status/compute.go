@@ -37,20 +37,7 @@ func Compute(ctx context.Context, r client.Reader, logs LogReader, name string, 
 	if err := r.List(ctx, &plans); err != nil {
 		return nil, fmt.Errorf("listing UpgradePlans: %w", err)
 	}
-	sort.Slice(plans.Items, func(i, j int) bool {
-		return plans.Items[i].CreationTimestamp.Before(&plans.Items[j].CreationTimestamp)
-	})
-	var plan, previous *v1beta1.UpgradePlan
-	for i := range plans.Items {
-		p := &plans.Items[i]
-		if p.Name == name || (name == "" && i == len(plans.Items)-1) {
-			plan = p
-			break
-		}
-		if p.Status.CurrentPhase == v1beta1.PhaseSucceeded {
-			previous = p
-		}
-	}
+	plan, previous := find(plans.Items, name)
 	if plan == nil {
 		if name != "" {
 			return nil, fmt.Errorf("UpgradePlan %q not found; `kubectl get upgradeplans` lists them", name)
@@ -72,6 +59,32 @@ func Compute(ctx context.Context, r client.Reader, logs LogReader, name string, 
 		}
 	}
 	return s, nil
+}
+
+// Previous is the newest plan created before the named one that
+// succeeded: its step times stand in for the steps the named plan has not
+// measured yet. nil when there is none.
+func Previous(plans []v1beta1.UpgradePlan, name string) *v1beta1.UpgradePlan {
+	_, previous := find(plans, name)
+	return previous
+}
+
+// find returns the named plan (the newest when name is "") and the newest
+// plan created before it that succeeded. It sorts plans by creation.
+func find(plans []v1beta1.UpgradePlan, name string) (plan, previous *v1beta1.UpgradePlan) {
+	sort.Slice(plans, func(i, j int) bool {
+		return plans[i].CreationTimestamp.Before(&plans[j].CreationTimestamp)
+	})
+	for i := range plans {
+		p := &plans[i]
+		if p.Name == name || (name == "" && i == len(plans)-1) {
+			return p, previous
+		}
+		if p.Status.CurrentPhase == v1beta1.PhaseSucceeded {
+			previous = p
+		}
+	}
+	return nil, previous
 }
 
 // incompleteLogs reads the plan's UpgradeLog: the logs let go before their

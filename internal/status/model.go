@@ -41,6 +41,11 @@ type Status struct {
 	Estimate *Estimate       `json:"estimate,omitempty"`
 	// Logs says which logs of the upgrade could not be read to their end.
 	Logs *Logs `json:"logs,omitempty"`
+	// Stalled is the node or step that overran its estimate, if any.
+	Stalled *Stall `json:"stalled,omitempty"`
+	// Insights are the plan's status.insights: what the toolkit sees
+	// wrong now, most severe first.
+	Insights []v1beta1.Insight `json:"insights,omitempty"`
 }
 
 // Logs is what the capture of the upgrade's logs could not read: the
@@ -144,6 +149,8 @@ func FromPlan(p *v1beta1.UpgradePlan, previous *v1beta1.UpgradePlan, now time.Ti
 	}
 	if !p.IsFinished() && st.CurrentPhase != "" {
 		s.Estimate = estimate(s, previous, now)
+		s.Stalled = stalled(p, s, previous, now)
+		s.Insights = st.Insights
 	}
 	return s
 }

@@ -6,12 +6,14 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"golang.org/x/term"
 	"sigs.k8s.io/yaml"
 
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 )
 
@@ -20,6 +22,16 @@ func Text(s *Status) string {
 	var b strings.Builder
 	from, to := or(s.From, "?"), or(s.To, "?")
 	fmt.Fprintf(&b, "UpgradePlan %s: Harvester %s -> %s   elapsed %s\n", s.Plan, from, to, round(s.Elapsed.Duration))
+	// What is wrong comes first: it is what the operator has to act on.
+	if len(s.Insights) > 0 {
+		b.WriteString("insights:\n")
+		for _, in := range s.Insights {
+			fmt.Fprintf(&b, "  %-7s %s since %s [%s]: %s (see %s)\n", in.Level, in.Type, in.Since.UTC().Format(time.TimeOnly), in.Impact, in.Message, in.Doc)
+		}
+	}
+	if st := s.Stalled; st != nil && !slices.ContainsFunc(s.Insights, func(in v1beta1.Insight) bool { return in.Type == v1beta1.InsightStalled }) {
+		fmt.Fprintf(&b, "STALLED   %s has taken %s, more than its estimate of %s\n", st.What, round(st.Spent.Duration), round(st.Estimate.Duration))
+	}
 	fmt.Fprintf(&b, "phase     %s", s.Phase)
 	if s.Step != "" {
 		fmt.Fprintf(&b, "  [%d/%d %s]", s.StepNumber, s.Steps, s.Step)

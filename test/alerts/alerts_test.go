@@ -60,9 +60,9 @@ func rules(t *testing.T) map[string]string {
 }
 
 // The series, one sample a minute, as two replicas of the manager export
-// them (instance a and b): plan p1 stalls in NodeUpgrade with node-2
-// rebooting for over an hour, node-1 resting upgraded as long; plan p0
-// failed; plan p2 runs and moves.
+// them (instance a and b): plan p1 stalls in NodeUpgrade, node-2 past its
+// estimate from the start, node-3's drain blocked by a budget from minute
+// 30 (an Error from minute 40); plan p0 failed; plan p2 runs and moves.
 const series = `
 load 1m
   upgrade_toolkit_plan_phase{instance="a",plan="p0",phase="Failed"} 1x90
@@ -75,6 +75,12 @@ load 1m
   upgrade_toolkit_node_state_seconds{instance="a",plan="p1",node="node-2",state="WaitingReboot"} 0+60x90
   upgrade_toolkit_node_state_seconds{instance="b",plan="p1",node="node-2",state="WaitingReboot"} 0+60x90
   upgrade_toolkit_node_state_seconds{instance="a",plan="p1",node="node-3",state="ImagePreloaded"} 0+60x90
+  upgrade_toolkit_insight_seconds{instance="a",plan="p1",type="Stalled",object="Node/node-2"} 0+60x90
+  upgrade_toolkit_insight_seconds{instance="b",plan="p1",type="Stalled",object="Node/node-2"} 0+60x90
+  upgrade_toolkit_insight_seconds{instance="a",plan="p1",type="DrainBlockedByPDB",object="Node/node-3"} _x30 0+60x60
+  upgrade_toolkit_insight{instance="a",plan="p1",type="DrainBlockedByPDB",level="Warning",impact="UpgradeStalled",object="Node/node-3"} _x30 1x10
+  upgrade_toolkit_insight{instance="a",plan="p1",type="DrainBlockedByPDB",level="Error",impact="UpgradeStalled",object="Node/node-3"} _x40 1x50
+  upgrade_toolkit_insight{instance="a",plan="p2",type="Stalled",level="Info",impact="UpgradeStalled",object="Node/node-1"} 1x90
 `
 
 func TestAlertsFireOnRecordedSeries(t *testing.T) {
@@ -88,21 +94,28 @@ func TestAlertsFireOnRecordedSeries(t *testing.T) {
 eval instant at 10m $EXPR
   {plan="p0"} 1
 `},
-		// The default stalledAfterSeconds is 3600: p1 stalls from its 61st
-		// minute; p2 never.
+		// The default stalledAfterSeconds is 600: p1 has said Stalled for
+		// node-2 long enough from its 11th minute; p2 never did.
 		{"HarvesterUpgradeStalled", `
-eval instant at 59m $EXPR
+eval instant at 9m $EXPR
 
-eval instant at 61m $EXPR
-  {plan="p1"} 3660
+eval instant at 11m $EXPR
+  {plan="p1",object="Node/node-2"} 660
 `},
-		// node-2 is stuck rebooting past nodeStuckAfterSeconds (3600);
-		// node-1 rests upgraded and node-3 waits its turn: neither is stuck.
+		// node-3's drain is blocked from minute 30; nodeStuckAfterSeconds
+		// (300) later it pages.
 		{"HarvesterUpgradeNodeStuck", `
-eval instant at 59m $EXPR
+eval instant at 34m $EXPR
 
-eval instant at 61m $EXPR
-  {plan="p1",node="node-2",state="WaitingReboot"} 3660
+eval instant at 36m $EXPR
+  {plan="p1",type="DrainBlockedByPDB",object="Node/node-3"} 360
+`},
+		// Only an insight at level Error is critical; p2's Info is not.
+		{"HarvesterUpgradeInsightError", `
+eval instant at 39m $EXPR
+
+eval instant at 41m $EXPR
+  {plan="p1",type="DrainBlockedByPDB",impact="UpgradeStalled",object="Node/node-3"} 1
 `},
 	}
 	for _, tt := range tests {

@@ -118,7 +118,7 @@ func TestChartMonitoring(t *testing.T) {
 			checkLabelValues(t, r.Alert, r.Expr)
 		}
 	}
-	for _, want := range []string{"HarvesterUpgradeFailed", "HarvesterUpgradeStalled", "HarvesterUpgradeNodeStuck"} {
+	for _, want := range []string{"HarvesterUpgradeFailed", "HarvesterUpgradeStalled", "HarvesterUpgradeNodeStuck", "HarvesterUpgradeInsightError"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s among %v", want, alerts)
 		}

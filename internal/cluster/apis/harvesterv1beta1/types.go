@@ -31,6 +31,7 @@ func init() {
 		&Addon{}, &AddonList{},
 		&VirtualMachineBackup{}, &VirtualMachineBackupList{},
 		&ScheduleVMBackup{}, &ScheduleVMBackupList{},
+		&Upgrade{}, &UpgradeList{},
 	)
 }
 
@@ -290,4 +291,55 @@ type ScheduleVMBackupList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ScheduleVMBackup `json:"items"`
+}
+
+// Upgrade is Harvester's built-in (V1) upgrade, reduced to whether it has
+// finished: its Completed condition is True or False once it has.
+//
+// +kubebuilder:object:root=true
+type Upgrade struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              UpgradeSpec `json:"spec"`
+	// +optional
+	Status UpgradeStatus `json:"status,omitempty"`
+}
+
+// UpgradeSpec is the version the upgrade goes to.
+type UpgradeSpec struct {
+	// +optional
+	Version string `json:"version,omitempty"`
+}
+
+// UpgradeStatus holds the upgrade's conditions.
+type UpgradeStatus struct {
+	// +optional
+	Conditions []UpgradeCondition `json:"conditions,omitempty"`
+}
+
+// UpgradeCondition is one of an Upgrade's conditions (wrangler's shape).
+type UpgradeCondition struct {
+	Type   string `json:"type"`
+	Status string `json:"status"`
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// Finished reports whether the upgrade has ended, in success or failure.
+func (u *Upgrade) Finished() bool {
+	for _, c := range u.Status.Conditions {
+		if c.Type == "Completed" {
+			return c.Status == "True" || c.Status == "False"
+		}
+	}
+	return false
+}
+
+// UpgradeList is a list of Upgrades.
+//
+// +kubebuilder:object:root=true
+type UpgradeList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Upgrade `json:"items"`
 }

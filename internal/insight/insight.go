@@ -1,0 +1,242 @@
+// Package insight names, while a plan runs, what keeps it from moving and
+// what interferes with it: one insight per problem, with a level that rises
+// the longer it lasts, what it puts at risk, since when, the objects
+// involved and what to do. Evaluate is pure, over the facts Gather reads.
+package insight
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+)
+
+// Facts are what one look at the cluster saw.
+type Facts struct {
+	Now time.Time
+	// Slot is the node being upgraded now ("" when none) and Draining
+	// whether Rancher drains it now (it is PreDrained).
+	Slot     string
+	Draining bool
+	// SlotTainted: the slot's node has the kubevirt.io/drain taint; only
+	// read while the node should have it (TaintExpected).
+	SlotTainted, TaintExpected bool
+	// TaintWriter is who last changed the slot node's taints, and when.
+	TaintWriter Writer
+	// Unavailable are the managed nodes, other than the slot's, that are
+	// cordoned or not Ready.
+	Unavailable []NodeProblem
+	// Blocked are the pods on the draining node that the eviction API
+	// refuses now, with the budgets that refuse them.
+	Blocked []PodBlock
+	// Refused are the pods on the draining node Rancher's drain options
+	// refuse to delete.
+	Refused []PodBlock
+	// V1Upgrades are Harvester's own upgrades (upgrades.harvesterhci.io)
+	// that have not finished.
+	V1Upgrades []string
+	// ProvisioningPaused says which provisioning object is paused, "" when
+	// none.
+	ProvisioningPaused string
+	// Stall is what overran its estimate, nil when nothing did.
+	Stall *Stall
+}
+
+// Writer is who last changed a field and when, from managed fields.
+type Writer struct {
+	Manager string
+	At      time.Time
+}
+
+func (w Writer) String() string {
+	if w.Manager == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (last changed by %s at %s)", w.Manager, w.At.UTC().Format(time.RFC3339))
+}
+
+// NodeProblem is a node that is cordoned or not Ready.
+type NodeProblem struct {
+	Node       string
+	Cordoned   bool
+	NotReady   bool
+	CordonedBy Writer
+}
+
+// PodBlock is a pod the drain cannot remove, and why.
+type PodBlock struct {
+	Pod string
+	// Budgets name the PodDisruptionBudgets that allow no disruption
+	// (e.g. "default/guard (minAvailable 1, 0 disruptions allowed)").
+	Budgets []string
+	// BudgetNames are their namespace/name.
+	BudgetNames []string
+	// Why says why the drain options refuse it.
+	Why string
+}
+
+// Stall is a node or step that overran its estimate.
+type Stall struct {
+	// What is "node node-3" or "step ClusterUpgrade".
+	What    string
+	Object  string
+	Spent   time.Duration
+	Typical time.Duration
+	// Waiting is what the plan says it waits for.
+	Waiting string
+}
+
+// kind is what every insight of a type shares.
+type kind struct {
+	impact v1beta1.InsightImpact
+	// levels rise at these ages: Info from 0, Warning from warn, Error
+	// from err; a negative age means never, 0 at once.
+	warn, err time.Duration
+}
+
+var kinds = map[string]kind{
+	v1beta1.InsightDrainBlockedByPDB:   {v1beta1.ImpactUpgradeStalled, 0, 10 * time.Minute},
+	v1beta1.InsightDrainRefusedPod:     {v1beta1.ImpactUpgradeStalled, 0, 10 * time.Minute},
+	v1beta1.InsightDrainTaintRemoved:   {v1beta1.ImpactVMAvailability, 0, 0},
+	v1beta1.InsightNodeUnavailable:     {v1beta1.ImpactDataRedundancy, 0, 5 * time.Minute},
+	v1beta1.InsightConcurrentV1Upgrade: {v1beta1.ImpactAPIAvailability, 0, 0},
+	v1beta1.InsightProvisioningPaused:  {v1beta1.ImpactUpgradeStalled, 0, 10 * time.Minute},
+	v1beta1.InsightStalled:             {v1beta1.ImpactUpgradeStalled, 5 * time.Minute, 15 * time.Minute},
+}
+
+// Doc is where docs/verification.md says what to do about an insight type.
+func Doc(insightType string) string {
+	return "docs/verification.md#" + strings.ToLower(insightType)
+}
+
+// Evaluate turns the facts into insights, keeping since when each was
+// first seen from the previous ones, most severe first.
+func Evaluate(f Facts, previous []v1beta1.Insight) []v1beta1.Insight {
+	var out []v1beta1.Insight
+	add := func(t, msg string, objects ...string) {
+		in := v1beta1.Insight{Type: t, Impact: kinds[t].impact, Since: metav1.NewTime(f.Now), Objects: objects, Message: msg, Doc: Doc(t)}
+		for _, p := range previous {
+			if p.Type == t && slices.Equal(p.Objects, objects) {
+				in.Since = p.Since
+			}
+		}
+		in.Level = levelAt(kinds[t], f.Now.Sub(in.Since.Time))
+		out = append(out, in)
+	}
+	for _, b := range f.Blocked {
+		objects := append([]string{"Node/" + f.Slot, "Pod/" + b.Pod}, prefixed("PodDisruptionBudget/", b.BudgetNames)...)
+		add(v1beta1.InsightDrainBlockedByPDB, fmt.Sprintf(
+			"drain of node %s blocked: PodDisruptionBudget %s refuses the eviction of pod %s; Rancher retries until its drain timeout. "+
+				"Delete or relax the budget, or move the pod's workload", f.Slot, strings.Join(b.Budgets, ", "), b.Pod), objects...)
+	}
+	for _, b := range f.Refused {
+		add(v1beta1.InsightDrainRefusedPod, fmt.Sprintf("drain of node %s blocked: Rancher's drain options refuse to delete pod %s: %s; "+
+			"delete the pod, or enable the option in the provisioning cluster's upgradeStrategy drain options", f.Slot, b.Pod, b.Why), "Node/"+f.Slot, "Pod/"+b.Pod)
+	}
+	if f.TaintExpected && !f.SlotTainted {
+		add(v1beta1.InsightDrainTaintRemoved, fmt.Sprintf("node %s is being upgraded but lost its kubevirt.io/drain taint%s: VMs may be scheduled "+
+			"onto it and stopped by its reboot. Find what removes it (a controller or a person) and stop it; the node's pre-drain taints it again on a retry",
+			f.Slot, f.TaintWriter), "Node/"+f.Slot)
+	}
+	for _, n := range f.Unavailable {
+		var what []string
+		if n.Cordoned {
+			what = append(what, "cordoned"+n.CordonedBy.String())
+		}
+		if n.NotReady {
+			what = append(what, "not Ready")
+		}
+		add(v1beta1.InsightNodeUnavailable, fmt.Sprintf("node %s is %s while %s: no other node is drained until it is back "+
+			"(its volumes' replicas and VMs are at risk); uncordon it (kubectl uncordon %s) or bring it back",
+			n.Node, strings.Join(what, " and "), slotPhrase(f.Slot), n.Node), "Node/"+n.Node)
+	}
+	for _, u := range f.V1Upgrades {
+		add(v1beta1.InsightConcurrentV1Upgrade, fmt.Sprintf("Harvester's built-in upgrade %s runs at the same time as this plan: the two upgrade the same "+
+			"nodes and charts. Delete the upgrade (kubectl delete upgrades.harvesterhci.io -n harvester-system %s) or this plan",
+			u, strings.TrimPrefix(u, "harvester-system/")), "Upgrade/"+u)
+	}
+	if f.ProvisioningPaused != "" {
+		add(v1beta1.InsightProvisioningPaused, fmt.Sprintf("%s is paused: Rancher upgrades no node until it is resumed", f.ProvisioningPaused), f.ProvisioningPaused)
+	}
+	if s := f.Stall; s != nil {
+		msg := fmt.Sprintf("%s has taken %s, more than its estimate of %s", s.What, round(s.Spent), round(s.Typical))
+		if s.Waiting != "" {
+			msg += "; waiting for: " + s.Waiting
+		}
+		add(v1beta1.InsightStalled, msg, s.Object)
+	}
+	slices.SortStableFunc(out, func(a, b v1beta1.Insight) int { return rank(b.Level) - rank(a.Level) })
+	return out
+}
+
+func slotPhrase(slot string) string {
+	if slot == "" {
+		return "the plan runs"
+	}
+	return "node " + slot + " is upgraded"
+}
+
+func levelAt(k kind, age time.Duration) v1beta1.InsightLevel {
+	switch {
+	case age >= k.err:
+		return v1beta1.InsightError
+	case age >= k.warn:
+		return v1beta1.InsightWarning
+	}
+	return v1beta1.InsightInfo
+}
+
+func rank(l v1beta1.InsightLevel) int {
+	switch l {
+	case v1beta1.InsightError:
+		return 2
+	case v1beta1.InsightWarning:
+		return 1
+	}
+	return 0
+}
+
+// NextChange is how long until an insight's level rises, 0 when none will.
+func NextChange(insights []v1beta1.Insight, now time.Time) time.Duration {
+	var next time.Duration
+	for _, in := range insights {
+		k := kinds[in.Type]
+		age := now.Sub(in.Since.Time)
+		for _, at := range []time.Duration{k.warn, k.err} {
+			if at > age && (next == 0 || at-age < next) {
+				next = at - age
+			}
+		}
+	}
+	return next
+}
+
+// Rose reports, for an insight of now, whether it is new or its level rose
+// since previous.
+func Rose(in v1beta1.Insight, previous []v1beta1.Insight) bool {
+	for _, p := range previous {
+		if p.Type == in.Type && slices.Equal(p.Objects, in.Objects) {
+			return rank(in.Level) > rank(p.Level)
+		}
+	}
+	return true
+}
+
+func prefixed(prefix string, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = prefix + n
+	}
+	return out
+}
+
+func round(d time.Duration) time.Duration {
+	if d >= time.Minute {
+		return d.Round(time.Second)
+	}
+	return d.Round(100 * time.Millisecond)
+}

@@ -1,0 +1,92 @@
+package insight
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+)
+
+var t0 = time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+
+func TestOneInsightPerProblem(t *testing.T) {
+	f := Facts{
+		Now: t0, Slot: "node-1", Draining: true, TaintExpected: true,
+		TaintWriter:        Writer{Manager: "rogue-controller", At: t0},
+		Unavailable:        []NodeProblem{{Node: "node-3", Cordoned: true, CordonedBy: Writer{Manager: "kubectl-cordon", At: t0}}},
+		Blocked:            []PodBlock{{Pod: "default/guarded", Budgets: []string{"default/guard (minAvailable 1, 0 disruptions allowed)"}, BudgetNames: []string{"default/guard"}}},
+		Refused:            []PodBlock{{Pod: "default/bare", Why: "no controller manages it (drain option force is off)"}},
+		V1Upgrades:         []string{"harvester-system/hvst-upgrade-x"},
+		ProvisioningPaused: "Cluster/fleet-local/local",
+		Stall:              &Stall{What: "node node-1", Object: "Node/node-1", Spent: 3 * time.Minute, Typical: time.Minute, Waiting: "Rancher"},
+	}
+	got := Evaluate(f, nil)
+	want := map[string][]string{
+		v1beta1.InsightDrainBlockedByPDB:   {"Node/node-1", "Pod/default/guarded", "PodDisruptionBudget/default/guard"},
+		v1beta1.InsightDrainRefusedPod:     {"Node/node-1", "Pod/default/bare"},
+		v1beta1.InsightDrainTaintRemoved:   {"Node/node-1"},
+		v1beta1.InsightNodeUnavailable:     {"Node/node-3"},
+		v1beta1.InsightConcurrentV1Upgrade: {"Upgrade/harvester-system/hvst-upgrade-x"},
+		v1beta1.InsightProvisioningPaused:  {"Cluster/fleet-local/local"},
+		v1beta1.InsightStalled:             {"Node/node-1"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d insights, want %d: %+v", len(got), len(want), got)
+	}
+	for _, in := range got {
+		objs, ok := want[in.Type]
+		if !ok || strings.Join(objs, ",") != strings.Join(in.Objects, ",") {
+			t.Errorf("insight %s names %v, want %v", in.Type, in.Objects, objs)
+		}
+		if in.Message == "" || in.Doc != "docs/verification.md#"+strings.ToLower(in.Type) || !in.Since.Time.Equal(t0) || in.Impact == "" {
+			t.Errorf("incomplete insight %+v", in)
+		}
+	}
+	for _, m := range []string{"rogue-controller", "kubectl-cordon", "kubectl uncordon node-3", "default/guard (minAvailable 1"} {
+		if !strings.Contains(render(got), m) {
+			t.Errorf("no insight says %q:\n%s", m, render(got))
+		}
+	}
+	// Most severe first.
+	for i := 1; i < len(got); i++ {
+		if rank(got[i].Level) > rank(got[i-1].Level) {
+			t.Errorf("insight %d (%s) is more severe than %d (%s)", i, got[i].Level, i-1, got[i-1].Level)
+		}
+	}
+}
+
+func TestLevelsRiseAndSinceIsKept(t *testing.T) {
+	f := Facts{Now: t0, Stall: &Stall{What: "step ClusterUpgrade", Object: "UpgradePlan/p", Spent: time.Hour, Typical: time.Minute}}
+	first := Evaluate(f, nil)
+	if first[0].Level != v1beta1.InsightInfo {
+		t.Fatalf("a new stall is %s, want Info", first[0].Level)
+	}
+	if d := NextChange(first, t0); d != 5*time.Minute {
+		t.Errorf("next change in %s, want 5m", d)
+	}
+	f.Now = t0.Add(6 * time.Minute)
+	later := Evaluate(f, first)
+	if later[0].Level != v1beta1.InsightWarning || !later[0].Since.Time.Equal(t0) || !Rose(later[0], first) {
+		t.Errorf("after 6 minutes: %+v", later[0])
+	}
+	if Rose(later[0], later) {
+		t.Error("an unchanged level rose")
+	}
+	f.Now = t0.Add(16 * time.Minute)
+	if l := Evaluate(f, later)[0].Level; l != v1beta1.InsightError {
+		t.Errorf("after 16 minutes: %s, want Error", l)
+	}
+	// Gone when its problem is.
+	if got := Evaluate(Facts{Now: f.Now}, later); len(got) != 0 {
+		t.Errorf("insights without a problem: %+v", got)
+	}
+}
+
+func render(ins []v1beta1.Insight) string {
+	var b strings.Builder
+	for _, in := range ins {
+		b.WriteString(in.Message + "\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,71 @@
+package pipeline
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+)
+
+// maxPauses bounds status.pauses; past it the two oldest merge into one
+// that spans both, which only ever lengthens a deadline.
+const maxPauses = 16
+
+// RecordPause keeps status.pauses up to date with spec.paused as seen at
+// now: a pause opens when the plan is first seen paused and closes when it
+// is first seen running again. It reports whether it changed the status.
+func RecordPause(st *v1beta1.UpgradePlanStatus, paused bool, now time.Time) bool {
+	open := len(st.Pauses) > 0 && st.Pauses[len(st.Pauses)-1].End == nil
+	switch {
+	case paused && !open:
+		st.Pauses = append(st.Pauses, v1beta1.Pause{Start: metav1.NewTime(now)})
+		if len(st.Pauses) > maxPauses {
+			st.Pauses[1].Start = st.Pauses[0].Start
+			st.Pauses = st.Pauses[1:]
+		}
+		return true
+	case !paused && open:
+		end := metav1.NewTime(now)
+		st.Pauses[len(st.Pauses)-1].End = &end
+		return true
+	}
+	return false
+}
+
+// PausedSince is how much of the time from since to now the plan spent
+// paused. Every deadline of the plan adds it: no clock runs while paused.
+func PausedSince(st *v1beta1.UpgradePlanStatus, since, now time.Time) time.Duration {
+	var d time.Duration
+	for _, p := range st.Pauses {
+		start, end := p.Start.Time, now
+		if p.End != nil {
+			end = p.End.Time
+		}
+		start, end = later(start, since), earlier(end, now)
+		if end.After(start) {
+			d += end.Sub(start)
+		}
+	}
+	return d
+}
+
+// Deadline is when something that began at since and may take limit of
+// the plan's running time is overdue.
+func Deadline(st *v1beta1.UpgradePlanStatus, since time.Time, limit time.Duration, now time.Time) time.Time {
+	return since.Add(limit + PausedSince(st, since, now))
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
