@@ -37,7 +37,7 @@ func clusterUpgradeJob(t *testing.T, plan string) *batchv1.Job {
 			Spec: corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever, ServiceAccountName: harvesterServiceAccount,
 				Containers: []corev1.Container{{
-					Name: "apply", Image: "rancher/harvester-upgrade-toolkit:v1.8.0", Command: []string{"upgrade-toolkit", "cluster-upgrade"},
+					Name: "apply", Image: "rancher/harvester-upgrade-toolkit:v1.7.1", Command: []string{"upgrade-toolkit", "cluster-upgrade"},
 					Env: []corev1.EnvVar{{Name: "HARVESTER_UPGRADEPLAN_NAME", Value: plan}},
 				}},
 			},

@@ -85,3 +85,25 @@ subjects:
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/*
+The manager's image: image.repository:image.tag, from imageMirror when it is
+set, under the same repository path (docker.io/ and other registry hosts
+dropped, Docker Hub's library/ added), as the manager rewrites the workloads'
+images.
+*/}}
+{{- define "upgrade-toolkit.managerImage" -}}
+{{- $repo := .Values.image.repository -}}
+{{- $tag := .Values.image.tag | default .Chart.AppVersion -}}
+{{- if .Values.imageMirror -}}
+{{- $parts := splitList "/" $repo -}}
+{{- if and (gt (len $parts) 1) (regexMatch "[.:]|^localhost$" (first $parts)) -}}
+{{- $parts = rest $parts -}}
+{{- end -}}
+{{- if eq (len $parts) 1 -}}
+{{- $parts = prepend $parts "library" -}}
+{{- end -}}
+{{- $repo = printf "%s/%s" (trimSuffix "/" .Values.imageMirror) (join "/" $parts) -}}
+{{- end -}}
+{{- printf "%s:%s" $repo $tag -}}
+{{- end -}}
