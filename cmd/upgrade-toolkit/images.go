@@ -167,7 +167,7 @@ func runImages(ctx context.Context, o imagesOptions, reach func() (client.Reader
 		return fmt.Errorf("reading the release from %s: %w", source, err)
 	}
 	f := images.Facts{
-		Toolkit: images.Toolkit{Repository: o.repository, Tag: o.upgrade, Running: o.from, Target: rel.Release.Harvester, Mirror: o.mirror},
+		Toolkit:        images.Toolkit{Repository: o.repository, Tag: o.upgrade, Running: o.from, Target: rel.Release.Harvester, Mirror: o.mirror},
 		PreloadSkipped: o.skipPreload, Registries: registries,
 	}
 	rep := images.NewReport(f, rel)

@@ -107,6 +107,7 @@ func TestImagesCommandOnTheDemoRelease(t *testing.T) {
 	}
 
 	out, code := runImagesCommand(t, "--iso", iso, "--from", "v1.7.1")
+	t.Log(out)
 	for _, want := range []string{
 		"Images of the upgrade from v1.7.1 to v1.8.0",
 		"repo", toolkitRunning, "running-release: on every node: v1.7.1 installed it",

@@ -73,8 +73,8 @@ func TestToolkitImageByStage(t *testing.T) {
 
 func TestSplit(t *testing.T) {
 	for ref, want := range map[string][2]string{
-		"rancher/x:v1":                   {"docker.io/rancher/x", "v1"},
-		"registry.example.com:5000/x:v1": {"registry.example.com:5000/x", "v1"},
+		"rancher/x:v1":                                {"docker.io/rancher/x", "v1"},
+		"registry.example.com:5000/x:v1":              {"registry.example.com:5000/x", "v1"},
 		"rancher/x@sha256:" + strings.Repeat("a", 64): {"docker.io/rancher/x", "@sha256:" + strings.Repeat("a", 64)},
 	} {
 		if r, tag := images.Split(ref); r != want[0] || tag != want[1] {
@@ -87,11 +87,11 @@ func TestSplit(t *testing.T) {
 // path; anything else is refused with what is wrong and an example.
 func TestParseMirror(t *testing.T) {
 	for s, want := range map[string]string{
-		"":                                   "",
-		"registry.example.com":               "registry.example.com",
-		"registry.example.com:5000":          "registry.example.com:5000",
-		"localhost:5000":                     "localhost:5000",
-		"10.0.0.5:5000/harvester":            "10.0.0.5:5000/harvester",
+		"":                                    "",
+		"registry.example.com":                "registry.example.com",
+		"registry.example.com:5000":           "registry.example.com:5000",
+		"localhost:5000":                      "localhost:5000",
+		"10.0.0.5:5000/harvester":             "10.0.0.5:5000/harvester",
 		"harbor.example.com/proxy/dockerhub/": "harbor.example.com/proxy/dockerhub",
 	} {
 		m, err := images.ParseMirror(s)
@@ -187,7 +187,7 @@ func TestResolve(t *testing.T) {
 		{"no list of the running release", func(f *images.Facts) { f.RunningImages = nil },
 			"repo=unknown image-preload=unknown cluster-upgrade=preload pre-drain=preload post-drain=preload single-node-upgrade=preload restore-vm=preload image-cleanup=preload"},
 		{"preload skipped", func(f *images.Facts) { f.PreloadSkipped = true },
-			"repo=running-release image-preload=running-release cluster-upgrade=missing pre-drain=missing post-drain=missing single-node-upgrade=missing restore-vm=missing image-cleanup=missing"},
+			"repo=running-release image-preload=running-release cluster-upgrade=unknown pre-drain=unknown post-drain=unknown single-node-upgrade=unknown restore-vm=unknown image-cleanup=unknown"},
 		{"a development tag", func(f *images.Facts) { f.Toolkit.Tag = "main-head" },
 			"repo=missing image-preload=missing cluster-upgrade=missing pre-drain=missing post-drain=missing single-node-upgrade=missing restore-vm=missing image-cleanup=missing"},
 		{"a development tag through containerd-registry", func(f *images.Facts) {

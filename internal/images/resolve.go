@@ -46,7 +46,9 @@ const (
 	FromMirror Origin = "mirror"
 	// FromRegistry: pulled through Harvester's containerd-registry setting.
 	FromRegistry Origin = "registry"
-	// Unknown: not known yet (an image list is missing or was not read).
+	// Unknown: not known (an image list is missing or was not read, or the
+	// nodes must pull it from its registry, which they may or may not
+	// reach).
 	Unknown Origin = "unknown"
 	// Missing: no node has it and nothing pulls it.
 	Missing Origin = "missing"
@@ -101,7 +103,9 @@ func (f Facts) origin(src string, stage Stage) (Origin, string) {
 	case f.RunningImages == nil:
 		return Unknown, fmt.Sprintf("unknown: the image list of the running release %s was not read", orUnknown(running))
 	case stage == AfterImport && f.PreloadSkipped:
-		return Missing, fmt.Sprintf("not on the nodes: %s's image list does not name it, and ImagePreload imports nothing (spec.imagePreloadOption.concurrency is negative)", running)
+		// Skipping the preload is Harvester's choice for clusters that
+		// reach their registries (harvester#6028): judged, not refused.
+		return Unknown, fmt.Sprintf("%s's image list does not name it and ImagePreload imports nothing (spec.imagePreloadOption.concurrency is negative): each node must pull it from its registry, which an air-gapped cluster cannot", running)
 	case stage == AfterImport && f.Archives == nil:
 		return Unknown, "unknown: the new release's archives were not read"
 	case stage == AfterImport:

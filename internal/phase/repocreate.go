@@ -151,6 +151,7 @@ func (s *Scope) repoCannotPull(ctx context.Context, pods []corev1.Pod) (Result, 
 	return s.boundedWait(s.Config.Deadlines.Repo, "waiting for the repo's image to be pulled: "+what,
 		what+": check that the mirror holds it (upgrade-toolkit images lists what it must hold)"), true
 }
+
 // serviceHasReadyEndpoint reports whether any EndpointSlice of the Service
 // has a ready endpoint.
 func serviceHasReadyEndpoint(ctx context.Context, s *Scope, svc *corev1.Service) (bool, error) {

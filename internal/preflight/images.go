@@ -63,9 +63,11 @@ func Images(f images.Facts, releaseImages []string) []Verdict {
 }
 
 // releasePulls judges the new release's images when ImagePreload imports
-// none of them: each registry they come from must be pulled through
-// containerd-registry (the toolkit's mirror rewrites only its own
-// workloads' images).
+// none of them: the nodes pull them, through containerd-registry or from
+// their registries directly (the toolkit's mirror rewrites only its own
+// workloads' images). Skipping the preload is Harvester's choice for
+// clusters that reach their registries, so a registry containerd-registry
+// does not mirror is a warning, not a refusal.
 func releasePulls(f images.Facts, releaseImages []string) Verdict {
 	var unpulled []string
 	for _, img := range releaseImages {
@@ -76,8 +78,8 @@ func releasePulls(f images.Facts, releaseImages []string) Verdict {
 	if len(unpulled) == 0 {
 		return Passed(ReasonImagesAvailable, "ImagePreload is skipped: the nodes pull the new release's %d images through containerd-registry", len(releaseImages))
 	}
-	return Failed(ReasonImagesAvailable, "ImagePreload is skipped (spec.imagePreloadOption.concurrency is negative), so the nodes must pull the new release's images, but Harvester's containerd-registry setting has no mirror for %d of them (%s%s): "+
-		"give containerd-registry a mirror of their registries, or let ImagePreload import them (spec.imagePreloadOption.concurrency 0 or more)",
+	return Warning(ReasonImagesAvailable, "ImagePreload is skipped (spec.imagePreloadOption.concurrency is negative), so the nodes pull the new release's images from their registries, and Harvester's containerd-registry setting has no mirror for %d of them (%s%s): "+
+		"an air-gapped cluster cannot pull them: give containerd-registry a mirror of their registries, or let ImagePreload import them (spec.imagePreloadOption.concurrency 0 or more)",
 		len(unpulled), strings.Join(unpulled[:min(3, len(unpulled))], ", "), more(len(unpulled)-3))
 }
 

@@ -171,20 +171,9 @@ func (sc scenario) run(t *testing.T) *v1beta1.UpgradePlan {
 		t.Errorf("restarting the manager: %v", err)
 	}
 	if err != nil {
-		t.Fatalf("%v\nlast state: %+v\n%s", err, final, worldPods(ctx, run))
+		t.Fatalf("%v\nlast state: %+v\ninvariants violated so far: %v\n%s", err, final, run.Checker.Violations(), worldPods(ctx, run))
 	}
-	if final.Status.CurrentPhase != sc.want {
-		c := final.Condition(v1beta1.ConditionProgressing)
-		t.Fatalf("plan ended in %s, want %s (%+v)", final.Status.CurrentPhase, sc.want, c)
-	}
-	if sc.failure != "" {
-		if c := final.Condition(v1beta1.ConditionProgressing); c == nil || !strings.Contains(c.Message, sc.failure) {
-			t.Errorf("failure message %+v does not say %q", c, sc.failure)
-		}
-	}
-	if sc.want == v1beta1.PhaseSucceeded {
-		checkVerified(t, final)
-	}
+	// The invariants first: a broken one often explains a wrong outcome.
 	violations, err := run.Violations(ctx, plan.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -200,6 +189,18 @@ func (sc scenario) run(t *testing.T) *v1beta1.UpgradePlan {
 	}
 	if sc.broken != "" && !brokenSeen {
 		t.Errorf("invariant %s held; the scenario's world should have broken it", sc.broken)
+	}
+	if final.Status.CurrentPhase != sc.want {
+		c := final.Condition(v1beta1.ConditionProgressing)
+		t.Fatalf("plan ended in %s, want %s (%+v)", final.Status.CurrentPhase, sc.want, c)
+	}
+	if sc.failure != "" {
+		if c := final.Condition(v1beta1.ConditionProgressing); c == nil || !strings.Contains(c.Message, sc.failure) {
+			t.Errorf("failure message %+v does not say %q", c, sc.failure)
+		}
+	}
+	if sc.want == v1beta1.PhaseSucceeded {
+		checkVerified(t, final)
 	}
 	for _, w := range run.Env.UnknownFields.Seen() {
 		t.Errorf("a write had a field the real schema does not have (the API server dropped it): %s", w)
