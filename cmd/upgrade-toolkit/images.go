@@ -371,9 +371,9 @@ func writeImagesText(w io.Writer, rep images.Report, source string, checks []pre
 	}
 	b.WriteString("\nWORKLOADS (in the order the upgrade runs them)\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  PHASE\tWORKLOAD\tRUNS ON\tIMAGE\tFROM")
+	_, _ = fmt.Fprintln(tw, "  PHASE\tWORKLOAD\tRUNS ON\tIMAGE\tFROM")
 	for _, e := range rep.Workloads {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s: %s\n", e.Phase, e.Name, e.Where, e.Image, e.Origin, e.Detail)
+		_, _ = fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s: %s\n", e.Phase, e.Name, e.Where, e.Image, e.Origin, e.Detail)
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(&b, "\nRELEASE %s: %d images in %d archives\n", rep.Target, countImages(rep.Release), len(rep.Release))

@@ -30,7 +30,6 @@ package images
 
 import (
 	"fmt"
-	"path"
 
 	"github.com/distribution/reference"
 
@@ -136,16 +135,6 @@ func Normalize(ref string) string {
 		return ref
 	}
 	return reference.TagNameOnly(named).String()
-}
-
-// nameOf is the last component of an image's name, e.g.
-// harvester-upgrade-toolkit.
-func nameOf(ref string) string {
-	named, err := reference.ParseNormalizedNamed(ref)
-	if err != nil {
-		return ""
-	}
-	return path.Base(reference.Path(named))
 }
 
 // registryOf is the registry host of an image reference: docker.io for

@@ -44,7 +44,7 @@ func checkImages(ctx context.Context, s *Scope, c images.Content) (Result, error
 		r := s.boundedWait(s.Config.Deadlines.Metadata,
 			"reading the release's image lists from the repo: "+err.Error(),
 			"could not read the release's image lists from the repo: "+err.Error())
-		return r.After(min(r.RequeueAfter, repoPoll)), nil
+		return r.After(min(r.RequeueAfter, repoPoll)), nil //nolint:nilerr // an unreachable repo is waited for
 	}
 	f.RunningImages, f.Archives = rel.Running, rel.Archives
 	verdicts = append(preflight.Images(f, rel.Images()), verdicts...)
