@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/harvester/upgrade-toolkit/internal/images"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
 )
 
@@ -40,5 +41,24 @@ func (f daysFlag) Set(s string) error {
 		return fmt.Errorf("%q is not a whole number of days greater than 0", s)
 	}
 	*f.d = time.Duration(n) * 24 * time.Hour
+	return nil
+}
+
+// mirrorFlag is a registry that holds every image of the upgrade.
+type mirrorFlag struct{ m *images.Mirror }
+
+func (f mirrorFlag) String() string {
+	if f.m == nil {
+		return ""
+	}
+	return f.m.String()
+}
+func (f mirrorFlag) Type() string { return "registry" }
+func (f mirrorFlag) Set(s string) error {
+	m, err := images.ParseMirror(s)
+	if err != nil {
+		return err
+	}
+	*f.m = m
 	return nil
 }

@@ -75,6 +75,10 @@ func newManagerCommand() *cobra.Command {
 		"service account of the system-upgrade-controller Plans' Jobs ($UPGRADE_PLAN_SERVICE_ACCOUNT)")
 	f.StringVar(&phaseCfg.ToolkitRepository, "toolkit-image-repository", phaseCfg.ToolkitRepository,
 		"repository of the upgrade-toolkit image the workloads run (a plan's management.harvesterhci.io/upgrade-toolkit-image annotation overrides it)")
+	f.Var(mirrorFlag{&phaseCfg.ImageMirror}, "image-mirror",
+		"a registry (host[:port][/path]) that holds a copy of every image the upgrade's workloads run, under the same repository paths: each is pulled from it, "+
+			"e.g. docker.io/rancher/harvester-upgrade-toolkit:v1.8.0 from <mirror>/rancher/harvester-upgrade-toolkit:v1.8.0 (`upgrade-toolkit images --push-list` lists them); "+
+			"empty: the workloads run images the nodes have (air-gapped)")
 	f.Var(repoURLFlag{&phaseCfg}, "repo-url",
 		"reach every plan's upgrade repo at this base URL instead of its Service's cluster address, e.g. http://localhost:8080/harvester-iso/ "+
 			"through `kubectl port-forward` when the manager runs outside the cluster; {namespace} and {service} are replaced by the Service's")

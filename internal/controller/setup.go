@@ -147,7 +147,8 @@ func sameScheduled(a, b *corev1.Pod) bool {
 	return x.Status == y.Status && x.Reason == y.Reason && x.Message == y.Message
 }
 
-// sameContainerEnd compares what a container's status says of how it ended.
+// sameContainerEnd compares what a container's status says of how it ended,
+// or why it waits to start (an image it cannot pull).
 func sameContainerEnd(a, b corev1.ContainerStatus) bool {
 	code := func(t *corev1.ContainerStateTerminated) int32 {
 		if t == nil {
@@ -155,7 +156,13 @@ func sameContainerEnd(a, b corev1.ContainerStatus) bool {
 		}
 		return t.ExitCode
 	}
-	return a.Name == b.Name && a.RestartCount == b.RestartCount &&
+	waiting := func(w *corev1.ContainerStateWaiting) string {
+		if w == nil {
+			return ""
+		}
+		return w.Reason
+	}
+	return a.Name == b.Name && a.RestartCount == b.RestartCount && waiting(a.State.Waiting) == waiting(b.State.Waiting) &&
 		code(a.State.Terminated) == code(b.State.Terminated) && code(a.LastTerminationState.Terminated) == code(b.LastTerminationState.Terminated)
 }
 

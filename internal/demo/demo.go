@@ -187,7 +187,7 @@ func Summary(r *Result) string {
 	}
 	fmt.Fprintf(&b, "manager API writes: %d\n", total)
 	if len(r.Violations) == 0 {
-		b.WriteString("invariants: all held (phases in order, node states forward only, one node draining at a time, no VM left stopped unrecorded or unrestored, nothing left behind, no pod held past the log capture's bound)\n")
+		b.WriteString("invariants: all held (phases in order, node states forward only, one node draining at a time, no VM left stopped unrecorded or unrestored, nothing left behind, no pod held past the log capture's bound, every pod's image on its node)\n")
 	} else {
 		fmt.Fprintf(&b, "invariants VIOLATED:\n  %s\n", strings.Join(r.Violations, "\n  "))
 	}

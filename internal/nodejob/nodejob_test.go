@@ -505,19 +505,19 @@ func TestImageCleanup(t *testing.T) {
 		Present: []string{
 			"docker.io/rancher/harvester:v1.7.1",          // stale
 			"docker.io/rancher/harvester-upgrade:v1.7.1",  // retained
-			"docker.io/longhornio/longhorn-engine:v1.9.2", // retained
-			"docker.io/rancher/fleet:v0.13.1",             // stale
+			"docker.io/longhornio/longhorn-engine:v1.10.1", // retained
+			"docker.io/rancher/fleet:v0.13.0",             // stale
 			"docker.io/rancher/mirrored-pause:3.6",        // still used
 			"docker.io/rancher/harvester:v1.8.0",          // current
 			"docker.io/library/busybox:1.36",              // not the release's
 		},
-		Errors: map[string]error{"remove-image docker.io/rancher/fleet:v0.13.1": errors.New("image is in use by a container")},
+		Errors: map[string]error{"remove-image docker.io/rancher/fleet:v0.13.0": errors.New("image is in use by a container")},
 	}
 	j := &nodejob.Job{Client: env.Client, Host: h, Plan: plan.Name, Node: "n1", RepoURL: url, Timeouts: fastTimeouts()}
 	if err := j.Run(t.Context(), jobspec.ImageCleanup); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"remove-image docker.io/rancher/fleet:v0.13.1", "remove-image docker.io/rancher/harvester:v1.7.1"}
+	want := []string{"remove-image docker.io/rancher/fleet:v0.13.0", "remove-image docker.io/rancher/harvester:v1.7.1"}
 	if got := h.Ops(); !slices.Equal(got, want) {
 		t.Errorf("host operations %v, want %v", got, want)
 	}

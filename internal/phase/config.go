@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/images"
 	"github.com/harvester/upgrade-toolkit/internal/preflight"
 )
 
@@ -15,9 +16,12 @@ type Config struct {
 	// ToolkitRepository is the repository of the upgrade-toolkit image,
 	// unless a plan's annotation overrides it.
 	ToolkitRepository string
-	// Version is the manager's own version: the image tag used until the
-	// release is known.
+	// Version is the manager's own version: the image tag used when the
+	// release is not known.
 	Version string
+	// ImageMirror, when set, is the registry every workload's image is
+	// pulled from (internal/images).
+	ImageMirror images.Mirror
 	// JobServiceAccount runs the node and restore-vm Jobs.
 	JobServiceAccount string
 	// ClusterUpgradeServiceAccount runs the cluster-upgrade Job, which
@@ -107,26 +111,23 @@ func DefaultConfig() Config {
 	}
 }
 
-// ToolkitImage is the image every workload of the plan runs.
-func (c *Config) ToolkitImage(p *v1beta1.UpgradePlan) string {
-	repo, tag := c.ToolkitImageParts(p)
-	return repo + ":" + tag
-}
-
-// ToolkitImageParts returns the toolkit image's repository, from the plan's
-// annotation or the default, and its tag: spec.upgrade, else the target
-// release, else the manager's own version.
-func (c *Config) ToolkitImageParts(p *v1beta1.UpgradePlan) (repository, tag string) {
-	repository = c.ToolkitRepository
+// Toolkit is the toolkit image of the plan's workloads: from the plan's
+// annotation or the manager's repository, tagged with spec.upgrade, else
+// with the running release (before the preload imported the new one) or
+// the new release (after), each pulled from the mirror when one is set.
+func (c *Config) Toolkit(p *v1beta1.UpgradePlan) images.Toolkit {
+	t := images.Toolkit{Repository: c.ToolkitRepository, Fallback: c.Version, Mirror: c.ImageMirror}
 	if r := p.UpgradeToolkitImage(); r != "" {
-		repository = r
+		t.Repository = r
 	}
-	tag = c.Version
-	switch {
-	case p.Spec.Upgrade != nil && *p.Spec.Upgrade != "":
-		tag = *p.Spec.Upgrade
-	case p.Status.ReleaseMetadata != nil && p.Status.ReleaseMetadata.Harvester != "":
-		tag = p.Status.ReleaseMetadata.Harvester
+	if p.Spec.Upgrade != nil {
+		t.Tag = *p.Spec.Upgrade
 	}
-	return repository, tag
+	if v := p.Status.PreviousVersion; v != nil {
+		t.Running = *v
+	}
+	if rm := p.Status.ReleaseMetadata; rm != nil {
+		t.Target = rm.Harvester
+	}
+	return t
 }

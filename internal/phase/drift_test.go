@@ -29,12 +29,13 @@ func TestOwnedObjectsFollowThePlan(t *testing.T) {
 	repoKey := client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.Repo(p.Name)}
 	h.WaitProgressing(p.Name, "waiting for the repo Deployment")
 
+	registryConfigured(h, "registry.example.com", "mirror.example.com")
 	h.Annotate(p.Name, v1beta1.AnnotationUpgradeToolkitImage, "registry.example.com/toolkit")
 	h.Eventually("the repo Deployment runs the new image", func() (bool, string) {
 		dep := &appsv1.Deployment{}
 		h.Must(h.C.Get(h.Ctx(), repoKey, dep))
 		img := dep.Spec.Template.Spec.Containers[0].Image
-		return img == "registry.example.com/toolkit:v0.0.0-test", img
+		return img == "registry.example.com/toolkit:v1.7.1", img
 	})
 
 	// Someone rewrote the Service by hand, dropping the record of what the

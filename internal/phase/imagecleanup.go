@@ -9,6 +9,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
+	"github.com/harvester/upgrade-toolkit/internal/images"
 	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/release"
@@ -43,7 +44,7 @@ func (ImageCleanup) Run(ctx context.Context, s *Scope) (Result, error) {
 			return Done(), nil
 		}
 	}
-	if err := ensureNodePlan(ctx, s, planName, v1beta1.ComponentImageCleanup, 1,
+	if err := ensureNodePlan(ctx, s, planName, v1beta1.ComponentImageCleanup, images.AfterImport, 1,
 		jobspec.NodeCommand(jobspec.ImageCleanup)); err != nil {
 		return Result{}, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
 	"github.com/harvester/upgrade-toolkit/internal/helper"
+	"github.com/harvester/upgrade-toolkit/internal/images"
 	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/kept"
 	"github.com/harvester/upgrade-toolkit/internal/names"
@@ -67,7 +68,8 @@ func (ImagePreload) Run(ctx context.Context, s *Scope) (Result, error) {
 		}
 		concurrency = len(nodes)
 	}
-	if err := ensureNodePlan(ctx, s, names.ImagePreloadPlan(s.Plan.Name), v1beta1.ComponentImagePreload,
+	// The preload runs before its node has the new release's images.
+	if err := ensureNodePlan(ctx, s, names.ImagePreloadPlan(s.Plan.Name), v1beta1.ComponentImagePreload, images.BeforeImport,
 		int64(concurrency), jobspec.NodeCommand(jobspec.Prepare)); err != nil {
 		return Result{}, err
 	}
@@ -82,10 +84,10 @@ func (ImagePreload) Run(ctx context.Context, s *Scope) (Result, error) {
 }
 
 // ensureNodePlan creates the system-upgrade-controller Plan that runs a
-// command on every managed node, or brings an existing one back to what the
-// plan wants (e.g. a changed concurrency).
-func ensureNodePlan(ctx context.Context, s *Scope, name, component string, concurrency int64, command []string) error {
-	repo, tag := s.Config.ToolkitImageParts(s.Plan)
+// command on every managed node with the toolkit image of a stage, or brings
+// an existing one back to what the plan wants (e.g. a changed concurrency).
+func ensureNodePlan(ctx context.Context, s *Scope, name, component string, stage images.Stage, concurrency int64, command []string) error {
+	repo, tag := images.Split(s.Config.Toolkit(s.Plan).Image(stage))
 	want := cluster.NewSUCPlan(cluster.CattleNamespace, name, cluster.SUCPlanSpec{
 		Concurrency:        concurrency,
 		DeadlineSeconds:    nodePlanDeadline,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/images"
 	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 )
@@ -89,7 +90,7 @@ func (s *Scope) newJob(js JobSpec) *batchv1.Job {
 	}
 	c := corev1.Container{
 		Name:            names.JobContainer,
-		Image:           s.Config.ToolkitImage(s.Plan),
+		Image:           s.Config.Toolkit(s.Plan).Image(images.AfterImport),
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Command:         js.Command,
 		Env:             append([]corev1.EnvVar{jobspec.PlanEnv(s.Plan.Name)}, js.Env...),

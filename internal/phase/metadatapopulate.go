@@ -16,7 +16,8 @@ import (
 const repoPoll = 10 * time.Second
 
 // MetadataPopulate reads the release's harvester-release.yaml from the repo
-// into status.releaseMetadata.
+// into status.releaseMetadata, then checks that every workload of the
+// upgrade will find its image (checkImages).
 type MetadataPopulate struct{}
 
 // Name implements Phase.
@@ -39,7 +40,7 @@ func (MetadataPopulate) Run(ctx context.Context, s *Scope) (Result, error) {
 		return r.After(min(r.RequeueAfter, repoPoll)), nil //nolint:nilerr // an unreachable repo is waited for
 	}
 	s.Plan.Status.ReleaseMetadata = rel.Metadata()
-	return Done(), nil
+	return checkImages(ctx, s, c)
 }
 
 // repoClient reaches the plan's repo. A reconcile must not block: each

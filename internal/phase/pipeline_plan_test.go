@@ -1,6 +1,7 @@
 package phase_test
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
@@ -28,6 +30,7 @@ func TestPlanReachesClusterUpgraded(t *testing.T) {
 	nodes := h.Harvester(3)
 	h.Node("witness", "Harvester v1.7.1", cluster.LabelWitnessNode, "true")
 	nodes = append(nodes, "witness")
+	registryConfigured(h, "registry.example.com")
 	p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), ImagePreloadOption: &v1beta1.ImagePreloadOption{Concurrency: ptr.To(2)}},
 		v1beta1.AnnotationUpgradeToolkitImage, "registry.example.com/toolkit")
 	h.WaitPhase(p.Name, v1beta1.PhaseISODownloading)
@@ -40,8 +43,8 @@ func TestPlanReachesClusterUpgraded(t *testing.T) {
 	if ptr.Deref(dep.Spec.Replicas, 0) != 2 || dep.Labels[v1beta1.LabelUpgradeComponent] != v1beta1.ComponentRepo || len(dep.OwnerReferences) != 1 {
 		t.Errorf("repo Deployment %+v", dep.ObjectMeta)
 	}
-	if img := dep.Spec.Template.Spec.Containers[0].Image; img != "registry.example.com/toolkit:v0.0.0-test" {
-		t.Errorf("repo image %q: before the release is known the tag is the manager's version", img)
+	if img := dep.Spec.Template.Spec.Containers[0].Image; img != "registry.example.com/toolkit:v1.7.1" {
+		t.Errorf("repo image %q: before the preload the tag is the running release's", img)
 	}
 	h.ServeRepo(p.Name)
 
@@ -53,7 +56,9 @@ func TestPlanReachesClusterUpgraded(t *testing.T) {
 	}
 	suc := &upgradev1.Plan{}
 	h.WaitObject(client.ObjectKey{Namespace: cluster.CattleNamespace, Name: names.ImagePreloadPlan(p.Name)}, suc)
-	if suc.Spec.Concurrency != 2 || suc.Spec.Version != "v1.8.0" || suc.Spec.Upgrade.Image != "registry.example.com/toolkit" ||
+	// The preload runs before its node has the new release's images: the
+	// running release's toolkit.
+	if suc.Spec.Concurrency != 2 || suc.Spec.Version != "v1.7.1" || suc.Spec.Upgrade.Image != "registry.example.com/toolkit" ||
 		!slices.Equal(suc.Spec.Upgrade.Command, []string{"upgrade-toolkit", "node", "prepare"}) ||
 		suc.Spec.NodeSelector.MatchLabels[cluster.LabelManagedNode] != "true" || ptr.Deref(suc.Spec.JobActiveDeadlineSecs, 0) == 0 {
 		t.Errorf("preload Plan spec %+v", suc.Spec)
@@ -245,4 +250,18 @@ func TestRepoChecksumMismatchFailsThePlan(t *testing.T) {
 	if c := p.Condition(v1beta1.ConditionProgressing); !strings.Contains(c.Message, "cannot serve the release ISO: the ISO's SHA-512 is 1f2e..., expected abc123") {
 		t.Errorf("failure %q", c.Message)
 	}
+}
+
+// registryConfigured gives Harvester's containerd-registry setting a
+// configuration of each registry host: the nodes pull from them the images
+// of a toolkit repository that no release ships, so the pre-flight of the
+// workloads' images passes.
+func registryConfigured(h *plantest.Harness, hosts ...string) {
+	configs := map[string]any{}
+	for _, host := range hosts {
+		configs[host] = map[string]any{}
+	}
+	value, err := json.Marshal(map[string]any{"Mirrors": map[string]any{}, "Configs": configs})
+	h.Must(err)
+	h.Must(h.C.Create(h.Ctx(), &harvesterv1beta1.Setting{ObjectMeta: metav1.ObjectMeta{Name: cluster.ContainerdRegistrySetting}, Value: string(value)}))
 }

@@ -3,6 +3,7 @@ package phase
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/images"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/repo"
 )
@@ -47,7 +49,7 @@ func (RepoCreate) Run(ctx context.Context, s *Scope) (Result, error) {
 
 	spec := repo.Spec{
 		Plan:        p,
-		Image:       s.Config.ToolkitImage(p),
+		Image:       s.Config.Toolkit(p).Image(images.BeforeImport),
 		ISOPVCName:  ptr.Deref(p.Status.ISOImageID, names.ISOImage(p.Name)),
 		ISOChecksum: checksum,
 		Replicas:    replicas,
@@ -66,10 +68,17 @@ func (RepoCreate) Run(ctx context.Context, s *Scope) (Result, error) {
 		return Result{}, err
 	}
 
-	if msg, err := repoFailure(ctx, s); err != nil || msg != "" {
-		return Fail("the upgrade repo cannot serve the release ISO: %s", msg), err
+	var pods corev1.PodList
+	if err := s.Client.List(ctx, &pods, client.InNamespace(cluster.HarvesterNamespace), client.MatchingLabels(repo.Labels(p.Name))); err != nil {
+		return Result{}, fmt.Errorf("listing the repo's pods: %w", err)
+	}
+	if msg := repoFailure(pods.Items); msg != "" {
+		return Fail("the upgrade repo cannot serve the release ISO: %s", msg), nil
 	}
 	if dep.Status.AvailableReplicas < 1 {
+		if r, stuck := s.repoCannotPull(ctx, pods.Items); stuck {
+			return r, nil
+		}
 		return s.boundedWait(s.Config.Deadlines.Repo,
 			fmt.Sprintf("waiting for the repo Deployment %s/%s: %d of %d replicas available", want.Namespace, want.Name, dep.Status.AvailableReplicas, replicas),
 			fmt.Sprintf("the repo Deployment %s/%s has no available replica: check its pods (kubectl -n %s describe deployment %s)", want.Namespace, want.Name, want.Namespace, want.Name)), nil
@@ -105,17 +114,42 @@ func isoChecksum(ctx context.Context, s *Scope) (string, error) {
 
 // repoFailure returns why the repo can never serve (a corrupt or truncated
 // ISO), as one of its pods reported when it gave up, or "".
-func repoFailure(ctx context.Context, s *Scope) (string, error) {
-	var pods corev1.PodList
-	if err := s.Client.List(ctx, &pods, client.InNamespace(cluster.HarvesterNamespace), client.MatchingLabels(repo.Labels(s.Plan.Name))); err != nil {
-		return "", fmt.Errorf("listing the repo's pods: %w", err)
-	}
-	for i := range pods.Items {
-		if msg, terminal := repo.TerminalFailure(&pods.Items[i]); terminal {
-			return msg, nil
+func repoFailure(pods []corev1.Pod) string {
+	for i := range pods {
+		if msg, terminal := repo.TerminalFailure(&pods[i]); terminal {
+			return msg
 		}
 	}
-	return "", nil
+	return ""
+}
+
+// repoCannotPull reports whether no repo pod can start because its node
+// lacks the repo's image and cannot pull it. Without a mirror or a
+// registry setting that pulls the image, no pull will ever succeed: the
+// plan fails at once, saying what to do; otherwise the pull may yet work,
+// and the plan waits for it until the repo's deadline.
+func (s *Scope) repoCannotPull(ctx context.Context, pods []corev1.Pod) (Result, bool) {
+	var stuck []string
+	for i := range pods {
+		if why := pullFailure(&pods[i]); why != "" {
+			stuck = append(stuck, why)
+		}
+	}
+	if len(stuck) == 0 || len(stuck) < len(pods) {
+		return Result{}, false
+	}
+	t := s.Config.Toolkit(s.Plan)
+	img := t.Source(images.BeforeImport)
+	what := fmt.Sprintf("the repo cannot start: %s; the repo runs %s, the toolkit of the running release %s, which every node has when %[3]s ships it in its image list",
+		strings.Join(stuck, "; "), img, ptr.Deref(s.Plan.Status.PreviousVersion, "(unknown)"))
+	f, _, err := s.imageFacts(ctx)
+	_, pulls := f.Registries.Pulls(img)
+	if err == nil && t.Mirror.IsZero() && !pulls {
+		return Fail("%s; no mirror is configured, so no node can pull it: copy it to a registry the nodes reach and set the manager's --image-mirror (chart value imageMirror), "+
+			"or give Harvester's containerd-registry setting a mirror of its registry, or import it on every node (ctr -n k8s.io images import); then retry", what), true
+	}
+	return s.boundedWait(s.Config.Deadlines.Repo, "waiting for the repo's image to be pulled: "+what,
+		what+": check that the mirror holds it (upgrade-toolkit images lists what it must hold)"), true
 }
 
 // serviceHasReadyEndpoint reports whether any EndpointSlice of the Service

@@ -80,10 +80,14 @@ func TestClientFetchesTheRelease(t *testing.T) {
 	}
 	stale := release.StaleImages(previous, current, release.RetainedImageNames)
 	wantStale := []string{
-		"docker.io/longhornio/longhorn-manager:v1.9.2",
-		"docker.io/rancher/fleet:v0.13.1",
+		"docker.io/longhornio/longhorn-manager:v1.10.1",
+		"docker.io/rancher/fleet-agent:v0.13.0",
+		"docker.io/rancher/fleet:v0.13.0",
+		"docker.io/rancher/harvester-cluster-repo:v1.7.1",
+		"docker.io/rancher/harvester-upgrade-toolkit:v1.7.1",
 		"docker.io/rancher/harvester-webhook:v1.7.1",
 		"docker.io/rancher/harvester:v1.7.1",
+		"docker.io/rancher/rancher-webhook:v0.8.0",
 		"docker.io/rancher/rancher:v2.12.3",
 		"docker.io/rancher/rke2-runtime:v1.33.5-rke2r1",
 		"docker.io/rancher/system-agent-installer-rke2:v1.33.5-rke2r1",

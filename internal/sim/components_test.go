@@ -24,6 +24,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
 	"github.com/harvester/upgrade-toolkit/internal/clusterupgrade"
+	"github.com/harvester/upgrade-toolkit/internal/release/releasetest"
 )
 
 // watchStates records the distinct states an object goes through, from a
@@ -161,7 +162,8 @@ func TestAddonRedeployment(t *testing.T) {
 // Fleet and its webhook at the release's versions, recreates what it owns,
 // and re-provisions the CAPI Cluster for a while.
 func TestRancherChartUpgrade(t *testing.T) {
-	s := start(t, Config{Nodes: 1, Timing: Timing{DrainStep: 200 * time.Millisecond}})
+	// The node has the new release's images, as after the image preload.
+	s := start(t, Config{Nodes: 1, Timing: Timing{DrainStep: 200 * time.Millisecond}, NodeImages: releasetest.New().CurrentImages()})
 	ctx := t.Context()
 	repo := &catalogv1.ClusterRepo{}
 	repo.Name = cluster.RancherChartsRepo

@@ -68,8 +68,17 @@ type Config struct {
 	JobWork map[string]JobWork
 	// ReleaseTree is the content the repo serves, by path relative to
 	// release.RepoRoot (e.g. releasetest.New().Files()). Nil: releasetest's
-	// ISO with the From and To versions.
+	// ISO with the From and To versions. Its image list of the From release
+	// is what every node's containerd holds at the start.
 	ReleaseTree fs.FS
+	// NodeImages are images every node holds besides the running
+	// release's: the operator's own workloads'.
+	NodeImages []string
+	// RegistryImages are what the registries the nodes reach hold, by full
+	// reference (registry.example.test:5000/rancher/x:v1): the nodes pull
+	// them, directly or through a mirror of Harvester's containerd-registry
+	// setting. None by default: the cluster is air-gapped.
+	RegistryImages []string
 }
 
 // VM is one virtual machine of the simulated cluster.

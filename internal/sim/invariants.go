@@ -157,6 +157,7 @@ func (c *Checker) Attach(ctx context.Context, informers cache.Informers) error {
 			c.ObserveProvisioningCluster(o)
 		case *corev1.Pod:
 			c.ObservePod(o)
+			c.observePodImages(o)
 		}
 	}
 	for _, obj := range []client.Object{&v1beta1.UpgradePlan{}, &corev1.Node{}, &kubevirtv1.VirtualMachine{}, &batchv1.Job{}, &provisioningv1.Cluster{}, &corev1.Pod{}} {

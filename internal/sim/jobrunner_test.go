@@ -22,6 +22,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/release"
+	"github.com/harvester/upgrade-toolkit/internal/release/releasetest"
 	"github.com/harvester/upgrade-toolkit/internal/testenv"
 )
 
@@ -37,7 +38,7 @@ func clusterUpgradeJob(t *testing.T, plan string) *batchv1.Job {
 			Spec: corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever, ServiceAccountName: harvesterServiceAccount,
 				Containers: []corev1.Container{{
-					Name: "apply", Image: "rancher/harvester-upgrade-toolkit:v1.8.0", Command: []string{"upgrade-toolkit", "cluster-upgrade"},
+					Name: "apply", Image: "rancher/harvester-upgrade-toolkit:v1.7.1", Command: []string{"upgrade-toolkit", "cluster-upgrade"},
 					Env: []corev1.EnvVar{{Name: "HARVESTER_UPGRADEPLAN_NAME", Value: plan}},
 				}},
 			},
@@ -69,7 +70,9 @@ func jobPod(t *testing.T, job *batchv1.Job) *corev1.Pod {
 // work (the toolkit's own cluster upgrade) and ends the container, and the real Job controller completes the
 // Job from the pod's exit code.
 func TestJobsRunThroughTheRealParts(t *testing.T) {
-	cfg := Config{Nodes: 1, Timing: Timing{Jobs: map[string]time.Duration{JobClusterUpgrade: 200 * time.Millisecond}}}
+	// The node has the new release's images, as after the image preload:
+	// the upgraded components' pods start.
+	cfg := Config{Nodes: 1, Timing: Timing{Jobs: map[string]time.Duration{JobClusterUpgrade: 200 * time.Millisecond}}, NodeImages: releasetest.New().CurrentImages()}
 	start(t, cfg)
 	createPlan(t, "up1", cfg)
 	repoObjects(t, "up1")

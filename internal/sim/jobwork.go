@@ -112,6 +112,10 @@ func (s *Sim) runNodeJob(ctx context.Context, pod *corev1.Pod, jobType string) e
 	}
 	j.Host = &hosttest.Fake{
 		PrettyName: n.Status.NodeInfo.OSImage,
+		// The node's containerd: what the job imports or removes stays.
+		Present:       s.images.list(j.Node),
+		ArchiveImages: s.images.archives,
+		Observe:       func(op string) { s.images.observe(j.Node, op) },
 		OnReboot: func(ctx context.Context, _ host.JobContainer) error {
 			rm, err := s.planRelease(ctx, j.Plan)
 			if err != nil {

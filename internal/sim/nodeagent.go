@@ -41,7 +41,7 @@ const (
 // cluster: the real kube-controller-manager and kube-scheduler, and kwok for
 // the powered-on nodes.
 func WorldOptions() testenv.Options {
-	return testenv.Options{Controllers: true, Kwok: &testenv.KwokOptions{ManageNodes: KwokNodes}}
+	return testenv.Options{Controllers: true, Kwok: &testenv.KwokOptions{ManageNodes: KwokNodes, PullImages: true}}
 }
 
 // nodeAgentName names the node agent's controller.

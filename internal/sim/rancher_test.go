@@ -227,7 +227,7 @@ func TestRancherWithoutHooksOnlyAppliesTheVersion(t *testing.T) {
 // drain keeps retrying, reports the pod in drain-error and finishes once the
 // budget is gone.
 func TestRancherDrainBlockedByPDB(t *testing.T) {
-	s := start(t, Config{Nodes: 2, NoKubelet: true})
+	s := start(t, Config{Nodes: 2, NoKubelet: true, NodeImages: []string{"registry.suse.com/bci/bci-base:15.6"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pod := &corev1.Pod{

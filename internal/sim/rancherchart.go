@@ -151,19 +151,19 @@ func (s *Sim) reconcileNewRancher(ctx context.Context) error {
 	if t := s.target; t != nil && t.Rancher == version {
 		deps := t.RancherDependencies
 		for _, r := range []struct {
-			namespace, name string
-			v               release.ChartVersion
-			deployment      string
+			namespace, name   string
+			v                 release.ChartVersion
+			deployment, image string
 		}{
-			{cluster.FleetSystemNamespace, cluster.FleetRelease, deps.Fleet, cluster.FleetControllerDeployment},
-			{cluster.FleetSystemNamespace, cluster.FleetCRDRelease, deps.FleetCRD, ""},
-			{cluster.CattleNamespace, cluster.RancherWebhookRelease, deps.RancherWebhook, cluster.RancherWebhookDeployment},
+			{cluster.FleetSystemNamespace, cluster.FleetRelease, deps.Fleet, cluster.FleetControllerDeployment, "rancher/fleet"},
+			{cluster.FleetSystemNamespace, cluster.FleetCRDRelease, deps.FleetCRD, "", ""},
+			{cluster.CattleNamespace, cluster.RancherWebhookRelease, deps.RancherWebhook, cluster.RancherWebhookDeployment, "rancher/rancher-webhook"},
 		} {
 			if err := s.upgradeHelmRelease(ctx, r.namespace, r.name, r.v.Chart, r.v.App, nil); err != nil {
 				return err
 			}
 			if r.deployment != "" {
-				if err := s.setDeploymentImage(ctx, client.ObjectKey{Namespace: r.namespace, Name: r.deployment}, fmt.Sprintf("rancher/%s:v%s", r.deployment, r.v.App)); client.IgnoreNotFound(err) != nil {
+				if err := s.setDeploymentImage(ctx, client.ObjectKey{Namespace: r.namespace, Name: r.deployment}, fmt.Sprintf("%s:v%s", r.image, r.v.App)); client.IgnoreNotFound(err) != nil {
 					return err
 				}
 			}

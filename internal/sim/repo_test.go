@@ -31,7 +31,7 @@ func repoObjects(t *testing.T, plan string) (*appsv1.Deployment, *corev1.Service
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "repo", Image: "rancher/harvester-upgrade-toolkit:v1.8.0",
+					Name: "repo", Image: "rancher/harvester-upgrade-toolkit:v1.7.1",
 					Command: []string{"upgrade-toolkit", "repo", "serve", "--listen", ":8080"},
 				}}},
 			},

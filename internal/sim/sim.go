@@ -52,6 +52,7 @@ type Sim struct {
 	target   *release.Release
 	kubelets *kubelets
 	repo     *repoServer
+	images   *nodeImages
 	steps    stepClock
 
 	// runCtx lives as long as the actors run.
@@ -81,12 +82,12 @@ func Start(ctx context.Context, restCfg *rest.Config, cfg Config) (*Sim, error) 
 	if s.direct, err = client.New(simCfg, client.Options{Scheme: s.scheme}); err != nil {
 		return nil, fmt.Errorf("sim: creating a client: %w", err)
 	}
-	tree := cfg.ReleaseTree
-	if tree == nil {
-		tree = releaseTree(cfg.From, cfg.To)
-	}
+	tree := ReleaseTree(cfg)
 	if data, err := fs.ReadFile(tree, release.ReleaseFile); err == nil {
 		s.target, _ = release.ParseRelease(data)
+	}
+	if s.images, err = newNodeImages(tree, cfg.From.Harvester, cfg.allNodeNames(), cfg.NodeImages); err != nil {
+		return nil, err
 	}
 	if err := s.startKubelets(); err != nil {
 		return nil, err
@@ -150,7 +151,7 @@ func (s *Sim) startManager(ctx context.Context, restCfg *rest.Config, release fs
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.runCtx, s.cancel = runCtx, cancel
 	for _, setup := range []func(ctrl.Manager) error{
-		s.setupCDI, s.setupSUC, s.setupJobRunner, s.setupRancher,
+		s.setupCDI, s.setupSUC, s.setupImagePuller, s.setupJobRunner, s.setupRancher,
 		s.setupNodeAgent, s.setupKubeVirt, s.setupLonghorn, s.setupFleet, s.setupRancherServer, s.setupComponents,
 	} {
 		if err := setup(mgr); err != nil {

@@ -230,7 +230,7 @@ func nodeJob(t *testing.T, plan, jobType, node string, suspend bool) *batchv1.Jo
 				RestartPolicy: corev1.RestartPolicyNever, Affinity: cluster.OnNode(node), ServiceAccountName: harvesterServiceAccount,
 				Tolerations: cluster.UpgradeTolerations(),
 				Containers: []corev1.Container{{
-					Name: "apply", Image: "rancher/harvester-upgrade-toolkit:v1.8.0", Command: []string{"upgrade-toolkit", "node", jobType},
+					Name: "apply", Image: "rancher/harvester-upgrade-toolkit:v1.7.1", Command: []string{"upgrade-toolkit", "node", jobType},
 					Env: []corev1.EnvVar{
 						{Name: "HARVESTER_UPGRADEPLAN_NAME", Value: plan}, {Name: "HARVESTER_UPGRADE_NODE_NAME", Value: node},
 						{Name: "HARVESTER_UPGRADE_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},

@@ -49,7 +49,7 @@ func sucPlan(t *testing.T, upgradePlan, component string, concurrency int64) *up
 			Concurrency:        concurrency,
 			NodeSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{cluster.LabelManagedNode: "true"}},
 			ServiceAccountName: "system-upgrade-controller",
-			Version:            "v1.8.0",
+			Version:            "v1.7.1",
 			Upgrade: &upgradev1.ContainerSpec{
 				Image: "rancher/harvester-upgrade-toolkit", Command: []string{"upgrade-toolkit"}, Args: []string{"node", "prepare"},
 				Envs: []corev1.EnvVar{{Name: "HARVESTER_UPGRADEPLAN_NAME", Value: upgradePlan}},
@@ -105,7 +105,7 @@ func TestSUCRunsOneJobPerNodeWithinConcurrency(t *testing.T) {
 		get(t, client.ObjectKeyFromObject(plan), got)
 		return common.IsTrue(got.Status.Conditions, sucCondComplete), ""
 	})
-	if got.Status.LatestVersion != "v1.8.0" || len(got.Status.LatestHash) != 56 || len(got.Status.Applying) != 0 ||
+	if got.Status.LatestVersion != "v1.7.1" || len(got.Status.LatestHash) != 56 || len(got.Status.Applying) != 0 ||
 		!common.IsTrue(got.Status.Conditions, sucCondValidated) || !common.IsTrue(got.Status.Conditions, sucCondLatestResolved) {
 		t.Errorf("plan status %+v", got.Status)
 	}
@@ -125,7 +125,7 @@ func TestSUCRunsOneJobPerNodeWithinConcurrency(t *testing.T) {
 			t.Errorf("job name %q, want %q", job.Name, want)
 		}
 		for k, v := range map[string]string{
-			cluster.LabelSUCPlan: plan.Name, labelSUCController: sucControllerName, labelSUCVersion: "v1.8.0",
+			cluster.LabelSUCPlan: plan.Name, labelSUCController: sucControllerName, labelSUCVersion: "v1.7.1",
 			cluster.LabelSUCPlanNode(plan.Name): got.Status.LatestHash,
 			v1beta1.LabelUpgradePlan:            "up1", v1beta1.LabelUpgradeComponent: v1beta1.ComponentImagePreload,
 		} {
@@ -137,7 +137,7 @@ func TestSUCRunsOneJobPerNodeWithinConcurrency(t *testing.T) {
 			t.Errorf("job %s copied a cattle.io/ label of the Plan", job.Name)
 		}
 		pod := jobPod(t, &job)
-		if c := pod.Spec.Containers[0]; c.Image != "rancher/harvester-upgrade-toolkit:v1.8.0" || JobEnv(pod)["SYSTEM_UPGRADE_NODE_NAME"] != node || JobEnv(pod)["HARVESTER_UPGRADEPLAN_NAME"] != "up1" {
+		if c := pod.Spec.Containers[0]; c.Image != "rancher/harvester-upgrade-toolkit:v1.7.1" || JobEnv(pod)["SYSTEM_UPGRADE_NODE_NAME"] != node || JobEnv(pod)["HARVESTER_UPGRADEPLAN_NAME"] != "up1" {
 			t.Errorf("job %s container %s env %v", job.Name, c.Image, JobEnv(pod))
 		}
 		if pod.Spec.NodeName != node {

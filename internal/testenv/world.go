@@ -31,6 +31,10 @@ const KwokVersion = "v0.8.0"
 const (
 	AnnotationExitCode           = "world.upgrade-toolkit.harvesterhci.io/exit-code"
 	AnnotationTerminationMessage = "world.upgrade-toolkit.harvesterhci.io/termination-message"
+	// AnnotationImagesPulled: the world's kubelet has every image of the
+	// pod on its node; with KwokOptions.PullImages, kwok starts a pod only
+	// then.
+	AnnotationImagesPulled = "world.upgrade-toolkit.harvesterhci.io/images-pulled"
 )
 
 // The node lifecycle's timing in the world, a real cluster's: nodes renew
@@ -49,10 +53,22 @@ type KwokOptions struct {
 	// their Leases, reports their status and runs their pods. A node that
 	// stops matching is left alone, as a powered-off machine is.
 	ManageNodes string
+	// PullImages: kwok starts a bound pod only once the world has marked it
+	// AnnotationImagesPulled, as a kubelet starts containers only once it
+	// has their images; the world reports a pod whose image it cannot get
+	// (internal/sim).
+	PullImages bool
 }
 
 //go:embed kwok/*.yaml
 var kwokStages embed.FS
+
+// pullGate marks, in kwok/pods.yaml, where the pod-start stage waits for
+// the world's AnnotationImagesPulled when KwokOptions.PullImages is set.
+const (
+	pullGate   = "    # images-pulled gate (KwokOptions.PullImages)\n"
+	pullGateOn = "    - key: '.metadata.annotations[\"" + AnnotationImagesPulled + "\"]'\n      operator: Exists\n"
+)
 
 // world is what runs beside the API server: kube-controller-manager,
 // kube-scheduler and kwok, each a process of its own logging into dir.
@@ -174,6 +190,9 @@ func (w *world) startKwok(kubeconfig string, opts KwokOptions) error {
 		b, err := kwokStages.ReadFile(f)
 		if err != nil {
 			return err
+		}
+		if opts.PullImages {
+			b = bytes.Replace(b, []byte(pullGate), []byte(pullGateOn), 1)
 		}
 		stages.Write(b)
 		stages.WriteString("\n---\n")

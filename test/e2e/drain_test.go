@@ -40,7 +40,8 @@ func TestPDBBlocksDrain(t *testing.T) {
 	}
 	var created, blocked bool
 	var message string
-	scenario{sim: sim.Config{Nodes: 2, Timing: halfDemoTiming()}, want: v1beta1.PhaseSucceeded,
+	// The operator's own workload: its image is on its node.
+	scenario{sim: sim.Config{Nodes: 2, Timing: halfDemoTiming(), NodeImages: []string{pod.Spec.Containers[0].Image}}, want: v1beta1.PhaseSucceeded,
 		during: func(t *testing.T, ctx context.Context, run *simrun.Run, p *v1beta1.UpgradePlan) {
 			if !created {
 				for _, o := range []client.Object{pod, pdb} {

@@ -73,6 +73,9 @@ type scenario struct {
 	want        v1beta1.UpgradePlanPhase
 	// failure is what the failure message must say.
 	failure string
+	// broken is an invariant the scenario's world makes the upgrade break
+	// (e.g. a pod whose image no node has): it must be, and only it.
+	broken string
 }
 
 // settings is what the upgrade changes for its duration and must put back.
@@ -168,7 +171,24 @@ func (sc scenario) run(t *testing.T) *v1beta1.UpgradePlan {
 		t.Errorf("restarting the manager: %v", err)
 	}
 	if err != nil {
-		t.Fatalf("%v\nlast state: %+v\n%s", err, final, worldPods(ctx, run))
+		t.Fatalf("%v\nlast state: %+v\ninvariants violated so far: %v\n%s", err, final, run.Checker.Violations(), worldPods(ctx, run))
+	}
+	// The invariants first: a broken one often explains a wrong outcome.
+	violations, err := run.Violations(ctx, plan.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	brokenSeen := false
+	for _, v := range violations {
+		if v.Rule == sc.broken {
+			brokenSeen = true
+			t.Logf("invariant %s violated, as the scenario wants: %s", v.Rule, v.Message)
+			continue
+		}
+		t.Errorf("invariant %s violated: %s", v.Rule, v.Message)
+	}
+	if sc.broken != "" && !brokenSeen {
+		t.Errorf("invariant %s held; the scenario's world should have broken it", sc.broken)
 	}
 	if final.Status.CurrentPhase != sc.want {
 		c := final.Condition(v1beta1.ConditionProgressing)
@@ -181,13 +201,6 @@ func (sc scenario) run(t *testing.T) *v1beta1.UpgradePlan {
 	}
 	if sc.want == v1beta1.PhaseSucceeded {
 		checkVerified(t, final)
-	}
-	violations, err := run.Violations(ctx, plan.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range violations {
-		t.Errorf("invariant %s violated: %s", v.Rule, v.Message)
 	}
 	for _, w := range run.Env.UnknownFields.Seen() {
 		t.Errorf("a write had a field the real schema does not have (the API server dropped it): %s", w)

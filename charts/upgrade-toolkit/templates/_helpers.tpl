@@ -85,3 +85,27 @@ subjects:
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/*
+The manager's image: image.repository:image.tag, from imageMirror when it is
+set, under the same repository path as the manager rewrites the workloads'
+images (the registry host dropped; Docker Hub's library/ added to a
+one-component Docker Hub name).
+*/}}
+{{- define "upgrade-toolkit.managerImage" -}}
+{{- $repo := .Values.image.repository -}}
+{{- $tag := .Values.image.tag | default .Chart.AppVersion -}}
+{{- if .Values.imageMirror -}}
+{{- $parts := splitList "/" $repo -}}
+{{- $hub := true -}}
+{{- if and (gt (len $parts) 1) (regexMatch "[.:]|^localhost$" (first $parts)) -}}
+{{- $hub = has (first $parts) (list "docker.io" "index.docker.io") -}}
+{{- $parts = rest $parts -}}
+{{- end -}}
+{{- if and $hub (eq (len $parts) 1) -}}
+{{- $parts = prepend $parts "library" -}}
+{{- end -}}
+{{- $repo = printf "%s/%s" (trimSuffix "/" .Values.imageMirror) (join "/" $parts) -}}
+{{- end -}}
+{{- printf "%s:%s" $repo $tag -}}
+{{- end -}}

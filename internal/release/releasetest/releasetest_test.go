@@ -63,8 +63,8 @@ func TestFilesRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(repo.CurrentImages(), current); diff != "" {
 		t.Errorf("current image list (-want +got):\n%s", diff)
 	}
-	if len(current) != 17 {
-		t.Errorf("current list has %d images, want the 17 of the lists", len(current))
+	if len(current) != 20 {
+		t.Errorf("current list has %d images, want the 20 of the lists", len(current))
 	}
 	previous, err := release.ParseImageList(files[release.ImageListPath(PreviousVersion)].Data)
 	if err != nil {

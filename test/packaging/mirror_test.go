@@ -1,0 +1,48 @@
+package packaging_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/images"
+	"github.com/harvester/upgrade-toolkit/internal/testenv"
+)
+
+// TestChartImageMirror: with imageMirror, the chart pulls the manager's own
+// image from the mirror under the path the manager gives the workloads'
+// images (images.Mirror.Rewrite), and passes the mirror to the manager.
+func TestChartImageMirror(t *testing.T) {
+	const registry = "registry.example.test:5000/harvester"
+	mirror, err := images.ParseMirror(registry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, repository := range []string{
+		"rancher/harvester-upgrade-toolkit", "docker.io/rancher/harvester-upgrade-toolkit", "upgrade-toolkit",
+		"registry.example.com/harvester-upgrade-toolkit", "localhost:5000/team/upgrade-toolkit",
+	} {
+		out, err := run(t, tool(t, "HELM"), "template", release, chartDir, "--namespace", cluster.HarvesterNamespace,
+			"--kube-version", testenv.K8sVersion, "--set", "image.repository="+repository, "--set", "image.tag="+imageTag, "--set", "imageMirror="+registry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dep := find(decode(t, out), "Deployment", cluster.HarvesterNamespace, "upgrade-toolkit-manager")
+		if dep == nil {
+			t.Fatal("no manager Deployment rendered")
+		}
+		containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+		c := containers[0].(map[string]any)
+		want := mirror.Rewrite(repository + ":" + imageTag)
+		if c["image"] != want {
+			t.Errorf("repository %s: the manager runs %v, want %s (as the manager rewrites it)", repository, c["image"], want)
+		}
+		args := fmt.Sprint(c["args"])
+		if !slices.ContainsFunc(c["args"].([]any), func(a any) bool { return a == "--image-mirror="+registry }) {
+			t.Errorf("the manager's args %s do not pass --image-mirror=%s", args, registry)
+		}
+	}
+}
