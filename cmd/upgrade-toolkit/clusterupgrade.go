@@ -11,8 +11,8 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/clusterupgrade"
 	"github.com/harvester/upgrade-toolkit/internal/host"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/names"
-	"github.com/harvester/upgrade-toolkit/internal/nodejob"
 	"github.com/harvester/upgrade-toolkit/internal/release"
 	"github.com/harvester/upgrade-toolkit/internal/waitfor"
 )
@@ -22,7 +22,7 @@ func init() { subcommands = append(subcommands, newClusterUpgradeCommand) }
 func newClusterUpgradeCommand() *cobra.Command {
 	var repoURL, addonsDir, crdsDir, manifestsDir, workDir string
 	cmd := &cobra.Command{
-		Use:   "cluster-upgrade",
+		Use:   jobspec.CommandClusterUpgrade,
 		Short: "Upgrade the cluster's components (the cluster-upgrade Job)",
 		Long: `cluster-upgrade upgrades the cluster's components to the release the upgrade
 repo serves, in the steps of Harvester's upgrade_manifests.sh that apply to
@@ -63,7 +63,7 @@ harvester-system; a restarted job resumes after them. Every wait has a
 deadline and says what it waits for.
 
 Environment:
-  ` + nodejob.EnvPlan + `   the UpgradePlan (required)
+  ` + jobspec.EnvPlan + `   the UpgradePlan (required)
 ` + exitCodeHelp(waitfor.ErrTimeout),
 		Args: cobra.NoArgs,
 	}
@@ -74,7 +74,7 @@ Environment:
 	f.StringVar(&manifestsDir, "manifests-dir", "/usr/local/share/extra_manifests", "directory with, per release upgraded from, a directory of manifests to apply (<version>/*.yaml); skipped when missing")
 	f.StringVar(&workDir, "work-dir", filepath.Join(os.TempDir(), "upgrade"), "scratch directory for the Rancher chart")
 	return jobCommand(cmd, func(ctx context.Context, _ []string) error {
-		plan, err := requireEnv(nodejob.EnvPlan, "the UpgradePlan")
+		plan, err := requireEnv(jobspec.EnvPlan, "the UpgradePlan")
 		if err != nil {
 			return err
 		}

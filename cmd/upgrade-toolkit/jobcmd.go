@@ -15,20 +15,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
-	"github.com/harvester/upgrade-toolkit/internal/exitcode"
 	"github.com/harvester/upgrade-toolkit/internal/helper"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/release"
 )
 
 // usageExitCode is the exit code of a command line the command cannot run.
-const usageExitCode = exitcode.Usage
+const usageExitCode = jobspec.ExitUsage
 
 // exitCodeHelp documents the exit codes that errs can end a command with.
 func exitCodeHelp(errs ...error) string {
 	var b strings.Builder
-	b.WriteString("\nExit codes:\n  0   success\n  1   failure; the message says what failed and what to do\n")
+	fmt.Fprintf(&b, "\nExit codes:\n  0   success\n  %-3d failure; the message says what failed and what to do\n", jobspec.ExitFailure)
 	fmt.Fprintf(&b, "  %-3d invalid command line\n", usageExitCode)
-	for _, c := range exitcode.Codes {
+	for _, c := range jobspec.ExitCodes {
 		for _, e := range errs {
 			if errors.Is(e, c.Err) {
 				fmt.Fprintf(&b, "  %-3d %s\n", c.Code, c.Meaning)
@@ -76,7 +76,7 @@ func jobCommand(cmd *cobra.Command, run func(ctx context.Context, args []string)
 		if errors.As(err, &ee) {
 			return err
 		}
-		if code := exitcode.Of(err); code != 1 {
+		if code := jobspec.ExitCodeOf(err); code != jobspec.ExitFailure {
 			return &exitError{code: code, err: err}
 		}
 		return err

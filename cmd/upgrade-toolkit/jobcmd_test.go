@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -14,9 +13,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
-	"github.com/harvester/upgrade-toolkit/internal/exitcode"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/jobtest"
-	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/testenv"
 )
 
@@ -144,18 +142,32 @@ func TestJobCommandHelp(t *testing.T) {
 	}
 }
 
-// TestPermanentExitCodesAreTheJobCommands: the Jobs' pod failure policy
-// fails a Job at once on exactly the exit codes the commands use for
-// failures a retry cannot mend.
-func TestPermanentExitCodesAreTheJobCommands(t *testing.T) {
-	want := []int32{usageExitCode}
-	for _, c := range exitcode.Codes {
-		want = append(want, int32(c.Code)) //nolint:gosec // small exit codes
+// TestTheJobsCommandLinesAreCommands: every command line the manager gives
+// a Job (jobspec) names a command of this binary, with flags it takes.
+func TestTheJobsCommandLinesAreCommands(t *testing.T) {
+	lines := [][]string{jobspec.ClusterUpgradeCommand(), jobspec.RestoreVMCommand("node-1", "plan")}
+	for _, jt := range jobspec.NodeTypes {
+		lines = append(lines, jobspec.NodeCommand(jt))
 	}
-	slices.Sort(want)
-	got := slices.Clone(phase.PermanentExitCodes)
-	slices.Sort(got)
-	if !slices.Equal(got, want) {
-		t.Errorf("phase.PermanentExitCodes %v, the job commands' %v", got, want)
+	for _, line := range lines {
+		if line[0] != jobspec.Program {
+			t.Errorf("%v does not run %s", line, jobspec.Program)
+			continue
+		}
+		cmd, rest, err := newRootCommand().Find(line[1:])
+		if err != nil {
+			t.Errorf("%v: %v", line, err)
+			continue
+		}
+		if cmd.RunE == nil {
+			t.Errorf("%v finds %q, which runs nothing", line, cmd.CommandPath())
+			continue
+		}
+		if err := cmd.ParseFlags(rest); err != nil {
+			t.Errorf("%v: %s does not take its flags: %v", line, cmd.CommandPath(), err)
+		}
+		if args := cmd.Flags().Args(); len(args) > 0 {
+			t.Errorf("%v: %s is left with arguments %v", line, cmd.CommandPath(), args)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/harvester/upgrade-toolkit/internal/helper"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/waitfor"
 )
 
@@ -18,7 +19,7 @@ func newRestoreVMCommand() *cobra.Command {
 	var node, planName string
 	var kubevirtTimeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "restore-vm --node NODE --upgrade PLAN",
+		Use:   jobspec.CommandRestoreVM + " --" + jobspec.FlagNode + " NODE --" + jobspec.FlagUpgrade + " PLAN",
 		Short: "Start the VMs that were shut down for a node's upgrade",
 		Long: `restore-vm starts exactly the VMs that vm-live-migrate-detector recorded for
 NODE in the ConfigMap <PLAN>-restore-vm in harvester-system, once KubeVirt is
@@ -32,12 +33,12 @@ the plan says spec.restoreVM: true.` + exitCodeHelp(waitfor.ErrTimeout, helper.E
 		Args:    cobra.NoArgs,
 	}
 	f := cmd.Flags()
-	f.StringVar(&node, "node", "", "the node whose VMs to start")
-	f.StringVar(&planName, "upgrade", "", "the UpgradePlan that shut them down")
+	f.StringVar(&node, jobspec.FlagNode, "", "the node whose VMs to start")
+	f.StringVar(&planName, jobspec.FlagUpgrade, "", "the UpgradePlan that shut them down")
 	f.DurationVar(&kubevirtTimeout, "kubevirt-timeout", helper.DefaultKubeVirtTimeout, "how long to wait for KubeVirt to be healthy")
 	return jobCommand(cmd, func(ctx context.Context, _ []string) error {
 		if node == "" || planName == "" {
-			return usageError("--node and --upgrade are required")
+			return usageError("--%s and --%s are required", jobspec.FlagNode, jobspec.FlagUpgrade)
 		}
 		c, err := newClient()
 		if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/fleetv1alpha1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 )
 
 // fromManifests are the add-ons upgraded from the release's add-on
@@ -156,7 +157,7 @@ func (u *Upgrade) addonManifests() (map[string]*harvesterv1beta1.Addon, error) {
 
 // addonKey is where the time of an Addon's change is recorded, for an Addon
 // whose redeployment the upgrade waits for.
-func addonKey(key client.ObjectKey) string { return "addon." + key.Namespace + "." + key.Name }
+func addonKey(key client.ObjectKey) string { return jobspec.ProgressAddon(key.Namespace, key.Name) }
 
 // applyAddon changes or installs one Addon and, when it was deployed before,
 // waits a while for Harvester to deploy it again. The time of the change is
@@ -370,7 +371,7 @@ func (u *Upgrade) upgradeKubeOVN(ctx context.Context, r *run, m *harvesterv1beta
 	if found {
 		before = mc.Status.ObservedGeneration
 	}
-	observed, err := r.progress.once(ctx, "chart."+cluster.KubeOVNCRDManagedChart+".observed", func() (string, error) { return fmt.Sprint(before), nil })
+	observed, err := r.progress.once(ctx, jobspec.ProgressChart(cluster.KubeOVNCRDManagedChart, "observed"), func() (string, error) { return fmt.Sprint(before), nil })
 	if err != nil {
 		return err
 	}

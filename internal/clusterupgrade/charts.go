@@ -15,6 +15,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/fleetv1alpha1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 )
 
 // pausedCharts are the ManagedCharts the upgrade pauses, so that Fleet does
@@ -207,16 +208,15 @@ func (u *Upgrade) upgradeChart(ctx context.Context, r *run, c chartChange) error
 		log.FromContext(ctx).Info("ManagedChart does not exist: nothing to upgrade", "chart", c.name)
 		return nil
 	}
-	key := "chart." + c.name
-	observed, err := r.progress.once(ctx, key+".observed", func() (string, error) { return strconv.FormatInt(mc.Status.ObservedGeneration, 10), nil })
+	observed, err := r.progress.once(ctx, jobspec.ProgressChart(c.name, "observed"), func() (string, error) { return strconv.FormatInt(mc.Status.ObservedGeneration, 10), nil })
 	if err != nil {
 		return err
 	}
-	timeout, err := r.progress.once(ctx, key+".timeout", func() (string, error) { return strconv.Itoa(NextTimeout(mc.Spec.TimeoutSeconds)), nil })
+	timeout, err := r.progress.once(ctx, jobspec.ProgressChart(c.name, "timeout"), func() (string, error) { return strconv.Itoa(NextTimeout(mc.Spec.TimeoutSeconds)), nil })
 	if err != nil {
 		return err
 	}
-	at, err := r.progress.once(ctx, key+".at", func() (string, error) { return u.Now().UTC().Format(time.RFC3339), nil })
+	at, err := r.progress.once(ctx, jobspec.ProgressChart(c.name, "at"), func() (string, error) { return u.Now().UTC().Format(time.RFC3339), nil })
 	if err != nil {
 		return err
 	}

@@ -20,15 +20,8 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/fleetv1alpha1"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/release"
-)
-
-// Keys of the progress ConfigMap the Fleet steps record.
-const (
-	// keyFleetGeneration is the redeployAgentGeneration the upgrade asks
-	// Fleet for, and keyFleetRedeployAt when it asked.
-	keyFleetGeneration = "fleet.redeploy-generation"
-	keyFleetRedeployAt = "fleet.redeploy-at"
 )
 
 // skipUnlessRancherUpgraded logs and reports true when this upgrade did not
@@ -151,13 +144,13 @@ func (u *Upgrade) redeployFleetAgent(ctx context.Context, r *run) error {
 	if err != nil {
 		return err
 	}
-	target, err := r.progress.once(ctx, keyFleetGeneration, func() (string, error) {
+	target, err := r.progress.once(ctx, jobspec.ProgressFleetGeneration, func() (string, error) {
 		return strconv.FormatInt(ptr.Deref(fc.Status.AgentDeployedGeneration, 0)+1, 10), nil
 	})
 	if err != nil {
 		return err
 	}
-	at, err := r.progress.once(ctx, keyFleetRedeployAt, func() (string, error) { return u.Now().UTC().Format(time.RFC3339), nil })
+	at, err := r.progress.once(ctx, jobspec.ProgressFleetRedeployAt, func() (string, error) { return u.Now().UTC().Format(time.RFC3339), nil })
 	if err != nil {
 		return err
 	}
@@ -285,7 +278,7 @@ func (u *Upgrade) waitFleet(ctx context.Context, r *run) error {
 // restoreFleetConfig puts back the API server URL and CA fleet-controller
 // had before Rancher's upgrade, when the new Fleet changed them.
 func (u *Upgrade) restoreFleetConfig(ctx context.Context, r *run) error {
-	raw, ok := r.progress.value(keyFleetSaved)
+	raw, ok := r.progress.value(jobspec.ProgressFleetSaved)
 	if !ok {
 		return nil
 	}

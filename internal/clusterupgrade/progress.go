@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 )
 
@@ -21,15 +21,9 @@ import (
 // <plan>-cluster-upgrade in harvester-system, so that a restarted pod
 // resumes after the last finished step. It carries the plan's labels (the
 // plan's cleanup deletes it) and an owner reference to the plan. Besides
-// the lists below, steps record there, under their own keys, the values
-// they saw before a change and must not compute again after a restart.
-const (
-	// keyDone lists the finished steps, comma-separated, in order.
-	keyDone = "done"
-	// keyPaused lists the ManagedCharts this upgrade paused (and so must
-	// resume); charts paused before the upgrade are not listed.
-	keyPaused = "paused"
-)
+// the lists of finished steps and paused charts, steps record there the
+// values they saw before a change and must not compute again after a
+// restart; jobspec names every key.
 
 // progress is the record of one cluster upgrade.
 type progress struct {
@@ -66,18 +60,13 @@ func loadProgress(ctx context.Context, c client.Client, plan *v1beta1.UpgradePla
 	return &progress{c: c, cm: cm}, nil
 }
 
-func (p *progress) list(key string) []string {
-	if p.cm.Data[key] == "" {
-		return nil
-	}
-	return strings.Split(p.cm.Data[key], ",")
-}
+func (p *progress) list(key string) []string { return jobspec.ProgressList(p.cm, key) }
 
 // done reports whether the step finished in an earlier attempt.
-func (p *progress) done(step string) bool { return slices.Contains(p.list(keyDone), step) }
+func (p *progress) done(step string) bool { return slices.Contains(p.list(jobspec.ProgressDone), step) }
 
 // paused returns the charts this upgrade paused.
-func (p *progress) paused() []string { return p.list(keyPaused) }
+func (p *progress) paused() []string { return jobspec.PausedCharts(p.cm) }
 
 // add appends a value to a list and writes the record.
 func (p *progress) add(ctx context.Context, key, value string) error {
@@ -88,7 +77,7 @@ func (p *progress) add(ctx context.Context, key, value string) error {
 		if p.cm.Data == nil {
 			p.cm.Data = map[string]string{}
 		}
-		p.cm.Data[key] = strings.Join(append(p.list(key), value), ",")
+		p.cm.Data[key] = jobspec.ProgressListValue(append(p.list(key), value))
 		err := p.c.Update(ctx, p.cm)
 		if apierrors.IsConflict(err) {
 			if gerr := p.c.Get(ctx, client.ObjectKeyFromObject(p.cm), p.cm); gerr != nil {
@@ -101,7 +90,7 @@ func (p *progress) add(ctx context.Context, key, value string) error {
 
 // markDone records a finished step.
 func (p *progress) markDone(ctx context.Context, step string) error {
-	if err := p.add(ctx, keyDone, step); err != nil {
+	if err := p.add(ctx, jobspec.ProgressDone, step); err != nil {
 		return fmt.Errorf("recording step %q as done: %w", step, err)
 	}
 	return nil
@@ -153,14 +142,8 @@ func (p *progress) once(ctx context.Context, key string, compute func() (string,
 
 // markPaused records, before it pauses a chart, that this upgrade pauses it.
 func (p *progress) markPaused(ctx context.Context, chart string) error {
-	if err := p.add(ctx, keyPaused, chart); err != nil {
+	if err := p.add(ctx, jobspec.ProgressPaused, chart); err != nil {
 		return fmt.Errorf("recording ManagedChart %s as paused by the upgrade: %w", chart, err)
 	}
 	return nil
-}
-
-// PausedCharts returns the ManagedCharts a cluster upgrade paused, from its
-// progress ConfigMap: the manager checks that each was resumed.
-func PausedCharts(cm *corev1.ConfigMap) []string {
-	return (&progress{cm: cm}).paused()
 }

@@ -24,20 +24,18 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/catalogv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
 	"github.com/harvester/upgrade-toolkit/internal/host"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/release"
 )
 
-// Keys of the progress ConfigMap the Rancher steps record.
+// The values of jobspec.ProgressRancher: whether this upgrade upgrades
+// Rancher, decided before anything changes, so that the steps after
+// Rancher's upgrade run exactly when it was upgraded. The Rancher steps also
+// keep, under jobspec.ProgressFleetSaved, fleet-controller's apiServerURL
+// and apiServerCA as the old Rancher had them (harvester/harvester#6851).
 const (
-	// keyRancher is rancherUpgrading or rancherCurrent: whether this
-	// upgrade upgrades Rancher, decided before anything changes, so that
-	// the steps after Rancher's upgrade run exactly when it was upgraded.
-	keyRancher       = "rancher"
 	rancherUpgrading = "upgrading"
 	rancherCurrent   = "current"
-	// keyFleetSaved holds fleet-controller's apiServerURL and apiServerCA
-	// as the old Rancher had them (harvester/harvester#6851).
-	keyFleetSaved = "fleet.saved"
 )
 
 // +kubebuilder:rbac:groups=management.cattle.io,resources=settings,verbs=get
@@ -53,7 +51,7 @@ func (u *Upgrade) rancherVersion(ctx context.Context) (string, error) {
 
 // rancherUpgraded reports whether this upgrade upgrades Rancher.
 func rancherUpgraded(r *run) bool {
-	v, _ := r.progress.value(keyRancher)
+	v, _ := r.progress.value(jobspec.ProgressRancher)
 	return v == rancherUpgrading
 }
 
@@ -69,7 +67,7 @@ func (u *Upgrade) upgradeRancher(ctx context.Context, r *run) error {
 	if err != nil {
 		return err
 	}
-	decision, err := r.progress.once(ctx, keyRancher, func() (string, error) {
+	decision, err := r.progress.once(ctx, jobspec.ProgressRancher, func() (string, error) {
 		if running == want {
 			return rancherCurrent, nil
 		}
@@ -239,7 +237,7 @@ func (u *Upgrade) readFleetConfig(ctx context.Context) (*corev1.ConfigMap, map[s
 // saveFleetConfig records fleet-controller's API server URL and CA before
 // the new Rancher brings a new Fleet, which may reset them.
 func (u *Upgrade) saveFleetConfig(ctx context.Context, r *run) error {
-	_, err := r.progress.once(ctx, keyFleetSaved, func() (string, error) {
+	_, err := r.progress.once(ctx, jobspec.ProgressFleetSaved, func() (string, error) {
 		_, config, err := u.readFleetConfig(ctx)
 		if err != nil {
 			return "", err

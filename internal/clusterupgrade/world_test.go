@@ -43,7 +43,15 @@ import (
 // controller), Fleet (Bundles, its agent), the CAPI Cluster, KubeVirt,
 // Longhorn and Harvester's add-on controller. It also notes what it saw when
 // it matters whether a step ran before the next one (see observations).
-// internal/sim models the same components in full for the end-to-end tests.
+//
+// internal/sim models the same components in full for the end-to-end tests;
+// this world stays beside it on purpose. Its tests judge the order of the
+// cluster upgrade's steps (what the new Rancher found paused, which charts
+// were blocked when a wait ran), which the simulator, made to play a whole
+// upgrade, neither records nor lets a test hold back; and they run on the
+// bare API server in seconds, where the simulator needs the whole test world
+// (kube-controller-manager, the scheduler, kwok). The cluster-upgrade Job's
+// end-to-end runs are the simulator's (test/e2e).
 
 // Lags after the harvester chart is deployed: KubeVirt rolls before
 // Longhorn, so that a skipped wait of either shows.

@@ -8,7 +8,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
-	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
 	"github.com/harvester/upgrade-toolkit/internal/preview"
 )
@@ -29,11 +28,12 @@ import (
 // dryRun previews a plan with spec.dryRun: it runs the checks, writes the
 // outcome into status.preview and ends the plan in Previewed. It only reads:
 // no finalizer (nothing to clean up), no slot, no phase of the pipeline.
-func (r *PlanReconciler) dryRun(ctx context.Context, plan *v1beta1.UpgradePlan, s *phase.Scope) (ctrl.Result, error) {
-	facts, err := preview.Gather(ctx, r.APIReader, s.Plan)
+func (p *pass) dryRun(ctx context.Context) (ctrl.Result, error) {
+	s := p.s
+	facts, err := preview.Gather(ctx, p.r.APIReader, s.Plan)
 	if err != nil {
-		r.setDegraded(s, err, "")
-		return r.writeStatus(ctx, plan, s, ctrl.Result{}, err)
+		p.setDegraded(err, "")
+		return ctrl.Result{}, err
 	}
 	rep := preview.Build(s.Plan, facts)
 	st := &s.Plan.Status
@@ -43,9 +43,9 @@ func (r *PlanReconciler) dryRun(ctx context.Context, plan *v1beta1.UpgradePlan, 
 	if !rep.WouldRun {
 		msg, kind = "Dry run: the upgrade would not start, a check failed (status.preview.failures)", corev1.EventTypeWarning
 	}
-	r.setDegraded(s, nil, "")
-	r.setEnded(s)
-	r.setCondition(s, v1beta1.ConditionProgressing, metav1.ConditionFalse, v1beta1.ReasonPreviewed, msg)
+	p.setDegraded(nil, "")
+	p.setEnded()
+	p.setCondition(v1beta1.ConditionProgressing, metav1.ConditionFalse, v1beta1.ReasonPreviewed, msg)
 	s.Event(kind, v1beta1.EventPreviewed, "%s; estimated duration %d minutes", msg, rep.Estimate.Minutes)
-	return r.writeStatus(ctx, plan, s, ctrl.Result{}, nil)
+	return ctrl.Result{}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
+	"github.com/harvester/upgrade-toolkit/internal/plantest"
 )
 
 // TestDryRunEndsInPreviewed: a plan with spec.dryRun is previewed into its
@@ -19,12 +20,12 @@ import (
 // and nothing created, as the manager's role (the harness runs the manager
 // as its service account).
 func TestDryRunEndsInPreviewed(t *testing.T) {
-	h := newHarness(t)
-	h.harvester(3)
+	h := plantest.New(t)
+	h.Harvester(3)
 	var p *v1beta1.UpgradePlan
-	writes := h.writesDuring(func() {
-		p = h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), DryRun: ptr.To(true)})
-		p = h.waitPhase(p.Name, v1beta1.PhasePreviewed)
+	writes := h.WritesDuring(func() {
+		p = h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), DryRun: ptr.To(true)})
+		p = h.WaitPhase(p.Name, v1beta1.PhasePreviewed)
 	})
 	for k := range writes {
 		if k.Resource != "upgradeplans/status" && k.Resource != "events" {
@@ -37,17 +38,17 @@ func TestDryRunEndsInPreviewed(t *testing.T) {
 	if len(p.Finalizers) != 0 || len(p.Status.PhaseTransitionTimestamps) != 1 {
 		t.Errorf("finalizers %q, phases %+v", p.Finalizers, p.Status.PhaseTransitionTimestamps)
 	}
-	h.waitEvent(p.Name, "Previewed")
+	h.WaitEvent(p.Name, "Previewed")
 	// With an image, the preview looks the image up; the target version is
 	// then unknown until the ISO is read, and the preview says so.
-	img := h.plan(v1beta1.UpgradePlanSpec{Image: ptr.To("no-such-iso"), DryRun: ptr.To(true)})
-	img = h.waitPhase(img.Name, v1beta1.PhasePreviewed)
+	img := h.Plan(v1beta1.UpgradePlanSpec{Image: ptr.To("no-such-iso"), DryRun: ptr.To(true)})
+	img = h.WaitPhase(img.Name, v1beta1.PhasePreviewed)
 	if pv := img.Status.Preview; pv == nil || pv.WouldRun || !slices.ContainsFunc(pv.Warnings, func(w string) bool {
 		return strings.Contains(w, "eligibility: not checked")
 	}) {
 		t.Errorf("status.preview of the image plan %+v", pv)
 	}
-	if !h.absent(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.ISOImage(p.Name)}, &harvesterv1beta1.VirtualMachineImage{}) {
+	if !h.Absent(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.ISOImage(p.Name)}, &harvesterv1beta1.VirtualMachineImage{}) {
 		t.Error("a dry run created the ISO image")
 	}
 }

@@ -13,31 +13,32 @@ import (
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
+	"github.com/harvester/upgrade-toolkit/internal/plantest"
 )
 
 // TestARecurringErrorIsCountedOnItsEvent: an error that comes back after it
 // cleared is recorded again, on the same event, whose count goes up.
 func TestARecurringErrorIsCountedOnItsEvent(t *testing.T) {
-	h := newHarness(t)
-	nodes := h.harvester(2)
-	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
-	h.driveToNodeUpgrading(p.Name, nodes)
-	h.waitProgressing(p.Name, "waiting for Rancher to start on the next node")
+	h := plantest.New(t)
+	nodes := h.Harvester(2)
+	p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+	h.DriveToNodeUpgrading(p.Name, nodes)
+	h.WaitProgressing(p.Name, "waiting for Rancher to start on the next node")
 
 	local := &provisioningv1.Cluster{}
-	h.must(h.c.Get(h.ctx(), client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: cluster.LocalClusterName}, local))
+	h.Must(h.C.Get(h.Ctx(), client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: cluster.LocalClusterName}, local))
 	for range 2 {
 		// The plan does not watch the Cluster; a touch makes it look.
-		h.must(h.c.Delete(h.ctx(), local))
-		h.touch(p.Name)
-		h.waitDegraded(p.Name, metav1.ConditionTrue)
-		h.must(h.c.Create(h.ctx(), &provisioningv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: local.Namespace, Name: local.Name}, Spec: local.Spec}))
-		h.touch(p.Name)
-		h.waitDegraded(p.Name, metav1.ConditionFalse)
+		h.Must(h.C.Delete(h.Ctx(), local))
+		h.Touch(p.Name)
+		h.WaitDegraded(p.Name, metav1.ConditionTrue)
+		h.Must(h.C.Create(h.Ctx(), &provisioningv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: local.Namespace, Name: local.Name}, Spec: local.Spec}))
+		h.Touch(p.Name)
+		h.WaitDegraded(p.Name, metav1.ConditionFalse)
 	}
-	h.eventually("the ReconcileError event counted twice", func() (bool, string) {
+	h.Eventually("the ReconcileError event counted twice", func() (bool, string) {
 		var list corev1.EventList
-		h.must(h.c.List(h.ctx(), &list))
+		h.Must(h.C.List(h.Ctx(), &list))
 		var seen []string
 		for _, e := range list.Items {
 			if e.InvolvedObject.Name == p.Name && e.Reason == v1beta1.EventReconcileError {
@@ -48,15 +49,5 @@ func TestARecurringErrorIsCountedOnItsEvent(t *testing.T) {
 			}
 		}
 		return false, strings.Join(seen, "\n")
-	})
-}
-
-// waitDegraded waits for the plan's Degraded condition.
-func (h *harness) waitDegraded(plan string, status metav1.ConditionStatus) {
-	h.t.Helper()
-	h.eventually(fmt.Sprintf("plan %s Degraded=%s", plan, status), func() (bool, string) {
-		p := h.get(plan)
-		c := p.Condition(v1beta1.ConditionDegraded)
-		return c != nil && c.Status == status, describe(p)
 	})
 }

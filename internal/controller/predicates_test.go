@@ -4,10 +4,8 @@ import (
 	"context"
 	"testing"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,45 +16,11 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
-	"github.com/harvester/upgrade-toolkit/internal/phase"
+	"github.com/harvester/upgrade-toolkit/internal/kept"
 )
 
 func update(o, n client.Object) event.UpdateEvent {
 	return event.UpdateEvent{ObjectOld: o, ObjectNew: n}
-}
-
-// TestJobChangeMatters: the plan wakes for a Job's outcome, not for the Job
-// controller's bookkeeping.
-func TestJobChangeMatters(t *testing.T) {
-	base := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Labels: map[string]string{"a": "b"}},
-		Status: batchv1.JobStatus{Active: 1, Ready: ptr.To[int32](0), StartTime: &metav1.Time{}}}
-	for name, tc := range map[string]struct {
-		change func(*batchv1.Job)
-		want   bool
-	}{
-		"resource version only": {func(j *batchv1.Job) { j.ResourceVersion = "2" }, false},
-		"a finalizer":           {func(j *batchv1.Job) { j.Finalizers = []string{"x"} }, false},
-		"pods not yet counted": {func(j *batchv1.Job) {
-			j.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Succeeded: []types.UID{"u"}}
-		}, false},
-		"terminating":  {func(j *batchv1.Job) { j.Status.Terminating = ptr.To[int32](1) }, false},
-		"ready":        {func(j *batchv1.Job) { j.Status.Ready = ptr.To[int32](1) }, true},
-		"succeeded":    {func(j *batchv1.Job) { j.Status.Succeeded = 1 }, true},
-		"failed":       {func(j *batchv1.Job) { j.Status.Failed = 1 }, true},
-		"completed at": {func(j *batchv1.Job) { j.Status.CompletionTime = &metav1.Time{} }, true},
-		"a condition": {func(j *batchv1.Job) {
-			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
-		}, true},
-		"resumed":       {func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(false) }, true},
-		"being deleted": {func(j *batchv1.Job) { j.DeletionTimestamp = ptr.To(metav1.Now()) }, true},
-		"a label":       {func(j *batchv1.Job) { j.Labels = map[string]string{"a": "c"} }, true},
-	} {
-		n := base.DeepCopy()
-		tc.change(n)
-		if got := jobChangeMatters(update(base, n)); got != tc.want {
-			t.Errorf("%s: matters %v, want %v", name, got, tc.want)
-		}
-	}
 }
 
 // TestPodChangeMatters: the plan wakes for the scheduler's verdict on a pod,
@@ -97,84 +61,29 @@ func TestPodChangeMatters(t *testing.T) {
 	}
 }
 
-// TestChangingMarksEveryEvent: every event of a kind marks it changed, the
-// ones the predicates drop included, and only the kept ones ask for a pass.
+// TestChangingMarksEveryEvent: every event of a machine-plan Secret marks
+// the kind changed, the ones the drain predicate drops included, and only
+// the kept ones ask for a pass.
 func TestChangingMarksEveryEvent(t *testing.T) {
-	reuse := phase.NewReuse()
-	h := changing(reuse, phase.KindMachinePlans, handler.EnqueueRequestsFromMapFunc(planOfLabel), predicate.Funcs{UpdateFunc: drainStateChanged})
+	lists := kept.New()
+	h := lists.Marking(kept.KindMachinePlans, handler.EnqueueRequestsFromMapFunc(planOfLabel), predicate.Funcs{UpdateFunc: drainStateChanged})
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	defer q.ShutDown()
 	old := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Labels: map[string]string{v1beta1.LabelUpgradePlan: "p"}}}
 	acked := old.DeepCopy()
 	acked.Annotations = map[string]string{v1beta1.AnnotationPreHook: "1"}
 	h.Update(context.Background(), update(old, acked), q)
-	if got := reuse.Changes(phase.KindMachinePlans); got != 1 || q.Len() != 0 {
+	if got := lists.Changes(kept.KindMachinePlans); got != 1 || q.Len() != 0 {
 		t.Errorf("an acknowledgement: %d changes marked and %d passes asked for, want 1 and 0", got, q.Len())
 	}
 	requested := acked.DeepCopy()
 	requested.Annotations[cluster.AnnotationRancherPreDrain] = "1"
 	h.Update(context.Background(), update(acked, requested), q)
-	if got := reuse.Changes(phase.KindMachinePlans); got != 2 || q.Len() != 1 {
+	if got := lists.Changes(kept.KindMachinePlans); got != 2 || q.Len() != 1 {
 		t.Errorf("a drain request: %d changes marked and %d passes asked for, want 2 and 1", got, q.Len())
 	}
-	if reuse.Changes(phase.KindNodes) != 0 {
+	if lists.Changes(kept.KindNodes) != 0 {
 		t.Error("a Secret's change marked the nodes changed")
-	}
-}
-
-// TestNodeHeartbeatsChangeNothing: a node's heartbeat or cordon neither asks
-// for a pass nor makes the next pass list the nodes again; a reboot does
-// both.
-func TestNodeHeartbeatsChangeNothing(t *testing.T) {
-	reuse := phase.NewReuse()
-	h := changingWhenKept(reuse, phase.KindNodes, handler.EnqueueRequestsFromMapFunc(planOfLabel), predicate.Funcs{UpdateFunc: nodeChangeMatters})
-	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
-	defer q.ShutDown()
-	ready := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue}
-	old := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{v1beta1.LabelUpgradePlan: "p"}},
-		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{ready}, NodeInfo: corev1.NodeSystemInfo{BootID: "1"}}}
-	beat := old.DeepCopy()
-	beat.Status.Conditions[0].LastHeartbeatTime = metav1.Now()
-	beat.Spec.Unschedulable = true
-	h.Update(context.Background(), update(old, beat), q)
-	if got := reuse.Changes(phase.KindNodes); got != 0 || q.Len() != 0 {
-		t.Errorf("a heartbeat and a cordon: %d changes marked and %d passes asked for, want 0 and 0", got, q.Len())
-	}
-	rebooted := beat.DeepCopy()
-	rebooted.Status.NodeInfo.BootID = "2"
-	h.Update(context.Background(), update(beat, rebooted), q)
-	if got := reuse.Changes(phase.KindNodes); got != 1 || q.Len() != 1 {
-		t.Errorf("a reboot: %d changes marked and %d passes asked for, want 1 and 1", got, q.Len())
-	}
-	h.Delete(context.Background(), event.DeleteEvent{Object: rebooted}, q)
-	if got := reuse.Changes(phase.KindNodes); got != 2 {
-		t.Errorf("a deleted node: %d changes marked, want 2", got)
-	}
-}
-
-// TestJobBookkeepingChangesNothing: the Job controller's bookkeeping
-// neither asks for a pass nor makes the next pass list the node Jobs again;
-// a Job's success does both.
-func TestJobBookkeepingChangesNothing(t *testing.T) {
-	reuse := phase.NewReuse()
-	h := changingWhenKept(reuse, phase.KindJobs, handler.EnqueueRequestsFromMapFunc(planOfLabel), predicate.Funcs{UpdateFunc: jobChangeMatters})
-	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
-	defer q.ShutDown()
-	old := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Labels: map[string]string{v1beta1.LabelUpgradePlan: "p"}},
-		Status: batchv1.JobStatus{Active: 1}}
-	counted := old.DeepCopy()
-	counted.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Succeeded: []types.UID{"pod"}}
-	counted.Finalizers = []string{"batch.kubernetes.io/job-tracking"}
-	h.Update(context.Background(), update(old, counted), q)
-	if got := reuse.Changes(phase.KindJobs); got != 0 || q.Len() != 0 {
-		t.Errorf("bookkeeping: %d changes marked and %d passes asked for, want 0 and 0", got, q.Len())
-	}
-	done := counted.DeepCopy()
-	done.Status.Active, done.Status.Succeeded = 0, 1
-	done.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
-	h.Update(context.Background(), update(counted, done), q)
-	if got := reuse.Changes(phase.KindJobs); got != 1 || q.Len() != 1 {
-		t.Errorf("a success: %d changes marked and %d passes asked for, want 1 and 1", got, q.Len())
 	}
 }
 

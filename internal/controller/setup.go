@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -28,6 +27,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
+	"github.com/harvester/upgrade-toolkit/internal/kept"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
@@ -59,7 +59,7 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 		Phases:       phase.Pipeline(),
 		PlanProgress: &cluster.PlanProgressReader{Reader: mgr.GetAPIReader()},
 		Plans:        plans,
-		Reuse:        phase.NewReuse(),
+		Kept:         kept.New(),
 	}
 	byPlanLabel := handler.EnqueueRequestsFromMapFunc(planOfLabel)
 	if err := ctrl.NewControllerManagedBy(mgr).
@@ -67,7 +67,7 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 		For(&v1beta1.UpgradePlan{}).
 		// A plan that finishes frees the upgrade slot for the plans waiting.
 		Watches(&v1beta1.UpgradePlan{}, handler.EnqueueRequestsFromMapFunc(r.waitingPlans)).
-		Watches(&batchv1.Job{}, changingWhenKept(r.Reuse, phase.KindJobs, byPlanLabel, predicate.Funcs{UpdateFunc: jobChangeMatters})).
+		Watches(&batchv1.Job{}, r.Kept.MarkingKept(kept.KindJobs, byPlanLabel, kept.JobUpdates)).
 		Watches(&appsv1.Deployment{}, byPlanLabel).
 		Watches(&corev1.Service{}, byPlanLabel).
 		Watches(&corev1.Pod{}, byPlanLabel, builder.WithPredicates(predicate.Funcs{CreateFunc: podCreated, UpdateFunc: podChangeMatters, DeleteFunc: podGoneMatters})).
@@ -75,11 +75,10 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 		Watches(&harvesterv1beta1.VirtualMachineImage{}, handler.EnqueueRequestsFromMapFunc(r.plansOfImage)).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.plansOfEndpointSlice)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(planOfOwner)).
-		Watches(&corev1.Node{}, changingWhenKept(r.Reuse, phase.KindNodes, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
-			predicate.Funcs{UpdateFunc: nodeChangeMatters})).
-		Watches(&corev1.Secret{}, changing(r.Reuse, phase.KindMachinePlans, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
+		Watches(&corev1.Node{}, r.Kept.MarkingKept(kept.KindNodes, handler.EnqueueRequestsFromMapFunc(r.runningPlans), kept.NodeUpdates)).
+		Watches(&corev1.Secret{}, r.Kept.Marking(kept.KindMachinePlans, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
 			predicate.NewPredicateFuncs(cluster.IsMachinePlan), predicate.Funcs{UpdateFunc: drainStateChanged}), builder.OnlyMetadata).
-		Watches(&capiv1beta1.Machine{}, changing(r.Reuse, phase.KindMachines, handler.EnqueueRequestsFromMapFunc(r.runningPlans))).
+		Watches(&capiv1beta1.Machine{}, r.Kept.Marking(kept.KindMachines, handler.EnqueueRequestsFromMapFunc(r.runningPlans))).
 		Watches(&provisioningv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans)).
 		// What the verified gates read: the versions the components report,
 		// the ManagedCharts Fleet deploys, the add-ons.
@@ -96,76 +95,12 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 	return SetupDrainHook(mgr)
 }
 
-// changing marks kind k changed for the passes' reuse of lists on every
-// event of it, then hands the events that preds keep to h. Marking first, in
-// the same handler, makes the pass an event asks for list the kind afresh;
-// the events preds drop (an acknowledgement, a heartbeat) change what the
-// next pass lists without asking for a pass.
-func changing(reuse *phase.Reuse, k phase.Kind, h handler.EventHandler, preds ...predicate.Predicate) handler.EventHandler {
-	return marking(reuse, k, false, h, preds)
-}
-
-// changingWhenKept is changing for a kind whose passes read only what preds
-// compare (see phase.NodeChangeMatters and phase.JobChangeMatters): the
-// events they drop (a node's heartbeat, the Job controller's bookkeeping)
-// neither ask for a pass nor make the next one list the kind again.
-func changingWhenKept(reuse *phase.Reuse, k phase.Kind, h handler.EventHandler, preds ...predicate.Predicate) handler.EventHandler {
-	return marking(reuse, k, true, h, preds)
-}
-
-func marking(reuse *phase.Reuse, k phase.Kind, keptOnly bool, h handler.EventHandler, preds []predicate.Predicate) handler.EventHandler {
-	return handler.Funcs{
-		CreateFunc:  markThen(reuse, k, keptOnly, preds, predicate.Predicate.Create, func(e event.CreateEvent) client.Object { return e.Object }, h.Create),
-		UpdateFunc:  markThen(reuse, k, keptOnly, preds, predicate.Predicate.Update, func(e event.UpdateEvent) client.Object { return e.ObjectNew }, h.Update),
-		DeleteFunc:  markThen(reuse, k, keptOnly, preds, predicate.Predicate.Delete, func(e event.DeleteEvent) client.Object { return e.Object }, h.Delete),
-		GenericFunc: markThen(reuse, k, keptOnly, preds, predicate.Predicate.Generic, func(e event.GenericEvent) client.Object { return e.Object }, h.Generic),
-	}
-}
-
-type requestQueue = workqueue.TypedRateLimitingInterface[reconcile.Request]
-
-// markThen is marking's handling of one type of event E, whose object
-// objectOf names.
-func markThen[E any](reuse *phase.Reuse, k phase.Kind, keptOnly bool, preds []predicate.Predicate, keeps func(predicate.Predicate, E) bool,
-	objectOf func(E) client.Object, h func(context.Context, E, requestQueue)) func(context.Context, E, requestQueue) {
-	return func(ctx context.Context, e E, q requestQueue) {
-		if !keptOnly {
-			reuse.Changed(k, client.ObjectKeyFromObject(objectOf(e)))
-		}
-		for _, p := range preds {
-			if !keeps(p, e) {
-				return
-			}
-		}
-		if keptOnly {
-			reuse.Changed(k, client.ObjectKeyFromObject(objectOf(e)))
-		}
-		h(ctx, e, q)
-	}
-}
-
 // robustnessChanged keeps the Longhorn volume updates the health gate
 // decides on.
 func robustnessChanged(e event.UpdateEvent) bool {
 	o, okO := e.ObjectOld.(*longhornv1beta2.Volume)
 	n, okN := e.ObjectNew.(*longhornv1beta2.Volume)
 	return !okO || !okN || o.Status.Robustness != n.Status.Robustness
-}
-
-// nodeChangeMatters keeps the Node updates a plan decides on (see
-// phase.NodeChangeMatters).
-func nodeChangeMatters(e event.UpdateEvent) bool {
-	o, okOld := e.ObjectOld.(*corev1.Node)
-	n, okNew := e.ObjectNew.(*corev1.Node)
-	return !okOld || !okNew || phase.NodeChangeMatters(o, n)
-}
-
-// jobChangeMatters keeps the Job updates a plan decides on (see
-// phase.JobChangeMatters).
-func jobChangeMatters(e event.UpdateEvent) bool {
-	o, okOld := e.ObjectOld.(*batchv1.Job)
-	n, okNew := e.ObjectNew.(*batchv1.Job)
-	return !okOld || !okNew || phase.JobChangeMatters(o, n)
 }
 
 // podCreated: a new pod asks for no pass. Its Job's status counts it, and

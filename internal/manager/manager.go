@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/apicount"
@@ -40,6 +40,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/planstatus"
 	"github.com/harvester/upgrade-toolkit/internal/upgradelog"
+	"github.com/harvester/upgrade-toolkit/internal/webhook"
 )
 
 // LeaderElectionID is the lease that makes only one manager replica active.
@@ -72,7 +73,7 @@ type Options struct {
 	// webhook's certificate Secret and the leader election Lease.
 	Namespace string
 	// Webhook configures the admission webhook server.
-	Webhook WebhookOptions
+	Webhook webhook.Options
 	// UpgradeLog configures the capture of the upgrade's logs; off (the
 	// zero value) runs nothing of it.
 	UpgradeLog upgradelog.Options
@@ -93,36 +94,6 @@ func orNil(d time.Duration) *time.Duration {
 	}
 	return &d
 }
-
-// WebhookOptions configure the admission webhook server and its
-// certificates.
-type WebhookOptions struct {
-	// Enabled serves the webhooks; off for local runs (ENABLE_WEBHOOKS=false).
-	Enabled bool
-	// Host is the address the server binds, "" for every interface. A host
-	// name (not an IP) is also written into the serving certificate.
-	Host string
-	// Port is the port the server listens on.
-	Port int
-	// CertDir is where the manager writes the serving certificate and key.
-	CertDir string
-	// ServiceName is the Service in Namespace in front of the server; the
-	// serving certificate is issued for it.
-	ServiceName string
-	// ConfigurationName is the ValidatingWebhookConfiguration whose caBundle
-	// the manager keeps current.
-	ConfigurationName string
-}
-
-// Setup registers one more part of the toolkit (e.g. a webhook) with a
-// manager.
-type Setup func(mgr ctrl.Manager, opts Options) error
-
-// setups are the extra parts the manager runs, in registration order.
-var setups []Setup
-
-// Register adds a part to every manager built afterwards.
-func Register(s Setup) { setups = append(setups, s) }
 
 // New builds a manager with every controller of the toolkit.
 func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
@@ -163,7 +134,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		// A process may build more than one manager (tests, the demo's
 		// restarts); the controllers' metrics are shared, not duplicated.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		WebhookServer: webhook.NewServer(webhook.Options{
+		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
 			Host: opts.Webhook.Host, Port: opts.Webhook.Port, CertDir: opts.Webhook.CertDir,
 		}),
 	})
@@ -187,10 +158,8 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			return nil, fmt.Errorf("setting up the capture of the upgrade's logs: %w", err)
 		}
 	}
-	for _, s := range setups {
-		if err := s(mgr, opts); err != nil {
-			return nil, err
-		}
+	if err := webhook.Setup(mgr, opts.Namespace, opts.Webhook, opts.UpgradeLog.Enabled); err != nil {
+		return nil, err
 	}
 	return mgr, nil
 }

@@ -19,29 +19,9 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/helper"
 	"github.com/harvester/upgrade-toolkit/internal/host"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/release"
-)
-
-// Job types: the argument of `upgrade-toolkit node`.
-const (
-	TypePrepare           = "prepare"
-	TypePreDrain          = v1beta1.JobTypePreDrain
-	TypePostDrain         = v1beta1.JobTypePostDrain
-	TypeSingleNodeUpgrade = v1beta1.JobTypeSingleNodeUpgrade
-	TypeImageCleanup      = "image-cleanup"
-)
-
-// Types lists the job types in the order of an upgrade.
-var Types = []string{TypePrepare, TypePreDrain, TypePostDrain, TypeSingleNodeUpgrade, TypeImageCleanup}
-
-// Environment variables a node job reads (see FromEnv).
-const (
-	EnvPlan    = "HARVESTER_UPGRADEPLAN_NAME"
-	EnvNode    = "HARVESTER_UPGRADE_NODE_NAME"
-	EnvPod     = "HARVESTER_UPGRADE_POD_NAME"
-	EnvSUCNode = "SYSTEM_UPGRADE_NODE_NAME"
-	EnvSUCPod  = "SYSTEM_UPGRADE_POD_NAME"
 )
 
 // Timeouts bound the waits of the node jobs; each must end well within the
@@ -108,15 +88,15 @@ func (j *Job) FromEnv(getenv func(string) string) error {
 		}
 		return ""
 	}
-	j.Plan = first(EnvPlan)
-	j.Node = first(EnvNode, EnvSUCNode)
-	j.Pod = first(EnvPod, EnvSUCPod)
+	j.Plan = first(jobspec.EnvPlan)
+	j.Node = first(jobspec.EnvNode, jobspec.EnvSUCNode)
+	j.Pod = first(jobspec.EnvPod, jobspec.EnvSUCPod)
 	var missing []error
 	if j.Plan == "" {
-		missing = append(missing, fmt.Errorf("%s is not set: the job does not know its UpgradePlan", EnvPlan))
+		missing = append(missing, fmt.Errorf("%s is not set: the job does not know its UpgradePlan", jobspec.EnvPlan))
 	}
 	if j.Node == "" {
-		missing = append(missing, fmt.Errorf("neither %s nor %s is set: the job does not know its node", EnvNode, EnvSUCNode))
+		missing = append(missing, fmt.Errorf("neither %s nor %s is set: the job does not know its node", jobspec.EnvNode, jobspec.EnvSUCNode))
 	}
 	return errors.Join(missing...)
 }
@@ -124,14 +104,14 @@ func (j *Job) FromEnv(getenv func(string) string) error {
 // Run runs the job of the given type.
 func (j *Job) Run(ctx context.Context, jobType string) error {
 	steps, ok := map[string]func() []step{
-		TypePrepare:           j.prepareSteps,
-		TypePreDrain:          j.preDrainSteps,
-		TypePostDrain:         j.postDrainSteps,
-		TypeSingleNodeUpgrade: j.singleNodeSteps,
-		TypeImageCleanup:      j.imageCleanupSteps,
+		jobspec.Prepare:           j.prepareSteps,
+		jobspec.PreDrain:          j.preDrainSteps,
+		jobspec.PostDrain:         j.postDrainSteps,
+		jobspec.SingleNodeUpgrade: j.singleNodeSteps,
+		jobspec.ImageCleanup:      j.imageCleanupSteps,
 	}[jobType]
 	if !ok {
-		return fmt.Errorf("unknown node job type %q: use one of %v", jobType, Types)
+		return fmt.Errorf("unknown node job type %q: use one of %v", jobType, jobspec.NodeTypes)
 	}
 	if j.Plan == "" || j.Node == "" {
 		return fmt.Errorf("node %s job: the plan and the node must be named", jobType)

@@ -24,6 +24,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 	"github.com/harvester/upgrade-toolkit/internal/helper"
 	"github.com/harvester/upgrade-toolkit/internal/host/hosttest"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/jobtest"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/nodejob"
@@ -56,7 +57,7 @@ func TestPrepareWithoutPreload(t *testing.T) {
 	})
 	h := fakeHost(repo, nil)
 	j := &nodejob.Job{Client: env.Client, Host: h, Plan: plan.Name, Node: "n1", RepoURL: url, Timeouts: fastTimeouts()}
-	if err := j.Run(t.Context(), nodejob.TypePrepare); err != nil {
+	if err := j.Run(t.Context(), jobspec.Prepare); err != nil {
 		t.Fatal(err)
 	}
 	ops := h.Ops()
@@ -75,7 +76,7 @@ func TestPrepare(t *testing.T) {
 	plan := jobtest.Plan(t, env.Client, nil)
 	h := fakeHost(repo, nil)
 	j := &nodejob.Job{Client: env.Client, Host: h, Plan: plan.Name, Node: "n1", RepoURL: url, Timeouts: fastTimeouts()}
-	if err := j.Run(t.Context(), nodejob.TypePrepare); err != nil {
+	if err := j.Run(t.Context(), jobspec.Prepare); err != nil {
 		t.Fatal(err)
 	}
 	hold := []string{
@@ -102,7 +103,7 @@ func TestPrepare(t *testing.T) {
 	}
 
 	h.ResetOps()
-	if err := j.Run(t.Context(), nodejob.TypePrepare); err != nil {
+	if err := j.Run(t.Context(), jobspec.Prepare); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.Ops(); !slices.Equal(got, hold) {
@@ -121,7 +122,7 @@ func TestPrepareChecksEligibility(t *testing.T) {
 		})
 		h := fakeHost(repo, nil)
 		j := &nodejob.Job{Client: env.Client, Host: h, Plan: plan.Name, Node: "n1", RepoURL: url, Timeouts: fastTimeouts()}
-		err := j.Run(t.Context(), nodejob.TypePrepare)
+		err := j.Run(t.Context(), jobspec.Prepare)
 		if force {
 			if err != nil || len(h.Ops()) == 0 {
 				t.Errorf("forced: err %v, %d host operations; want the preload", err, len(h.Ops()))
@@ -142,7 +143,7 @@ func TestWaitForRepoGivesUp(t *testing.T) {
 	timeouts := fastTimeouts()
 	timeouts.Repo = 200 * time.Millisecond
 	j := &nodejob.Job{Client: env.Client, Host: &hosttest.Fake{}, Plan: plan.Name, Node: "n1", RepoURL: "http://127.0.0.1:1/harvester-iso/", Timeouts: timeouts}
-	err := j.Run(t.Context(), nodejob.TypePrepare)
+	err := j.Run(t.Context(), jobspec.Prepare)
 	if !errors.Is(err, waitfor.ErrTimeout) {
 		t.Fatalf("err = %v, want a timeout", err)
 	}
@@ -196,7 +197,7 @@ func TestPreDrain(t *testing.T) {
 	}()
 	h := fakeHost(repo, &tl)
 	j := &nodejob.Job{Client: jobtest.RecordingClient(env.Config, env.Scheme, &tl), Host: h, Plan: plan.Name, Node: n1, RepoURL: url, Timeouts: fastTimeouts()}
-	if err := j.Run(ctx, nodejob.TypePreDrain); err != nil {
+	if err := j.Run(ctx, jobspec.PreDrain); err != nil {
 		t.Fatalf("%v\ntimeline:\n%s", err, &tl)
 	}
 
@@ -268,7 +269,7 @@ func TestPreDrainGivesUpOnUnhealthyVolumes(t *testing.T) {
 	timeouts := fastTimeouts()
 	timeouts.Longhorn = 200 * time.Millisecond
 	j := &nodejob.Job{Client: env.Client, Host: &hosttest.Fake{}, Plan: plan.Name, Node: n1, Timeouts: timeouts}
-	err := j.Run(ctx, nodejob.TypePreDrain)
+	err := j.Run(ctx, jobspec.PreDrain)
 	if !errors.Is(err, waitfor.ErrTimeout) || !strings.Contains(err.Error(), "volume "+vol.Name+" is faulted") {
 		t.Fatalf("err = %v, want a timeout naming the volume", err)
 	}
@@ -294,7 +295,7 @@ func TestMaintenanceModeTaintStays(t *testing.T) {
 	h := fakeHost(repo, nil)
 	h.PrettyName = repo.Release.OS
 	j := &nodejob.Job{Client: env.Client, Host: h, Plan: plan.Name, Node: n1, Pod: "p", RepoURL: url, Timeouts: fastTimeouts()}
-	for _, jt := range []string{nodejob.TypePreDrain, nodejob.TypePostDrain} {
+	for _, jt := range []string{jobspec.PreDrain, jobspec.PostDrain} {
 		if err := j.Run(ctx, jt); err != nil {
 			t.Fatal(err)
 		}
@@ -331,7 +332,7 @@ func TestPostDrain(t *testing.T) {
 	h := fakeHost(repo, nil)
 	h.Files = map[string][]byte{nodejob.RKE2ConfigDir + "/91-harvester-cdi.yaml": []byte("# tuned by the operator\n")}
 	j := &nodejob.Job{Client: env.Client, Host: h, Plan: plan.Name, Node: n1, Pod: "post-drain-pod", RepoURL: url, Timeouts: fastTimeouts()}
-	if err := j.Run(ctx, nodejob.TypePostDrain); err != nil {
+	if err := j.Run(ctx, jobspec.PostDrain); err != nil {
 		t.Fatal(err)
 	}
 	config := []string{
@@ -361,7 +362,7 @@ func TestPostDrain(t *testing.T) {
 
 	h.ResetOps()
 	h.PrettyName = repo.Release.OS
-	if err := j.Run(ctx, nodejob.TypePostDrain); err != nil {
+	if err := j.Run(ctx, jobspec.PostDrain); err != nil {
 		t.Fatal(err)
 	}
 	want = []string{config[0], config[2],
@@ -416,7 +417,7 @@ func TestSingleNodeUpgrade(t *testing.T) {
 	})
 	h := fakeHost(repo, &tl)
 	j := &nodejob.Job{Client: jobtest.RecordingClient(env.Config, env.Scheme, &tl), Host: h, Plan: plan.Name, Node: n1, Pod: "single-pod", RepoURL: url, Timeouts: fastTimeouts()}
-	if err := j.Run(ctx, nodejob.TypeSingleNodeUpgrade); err != nil {
+	if err := j.Run(ctx, jobspec.SingleNodeUpgrade); err != nil {
 		t.Fatalf("%v\ntimeline:\n%s", err, &tl)
 	}
 	order := []string{
@@ -478,7 +479,7 @@ func TestSwitchIngress(t *testing.T) {
 			h := fakeHost(repo, nil)
 			j := &nodejob.Job{Client: env.Client, Host: h, Plan: plan.Name, Node: n1, RepoURL: url, Timeouts: fastTimeouts()}
 			for range 2 {
-				if err := j.Run(t.Context(), nodejob.TypePreDrain); err != nil {
+				if err := j.Run(t.Context(), jobspec.PreDrain); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -513,7 +514,7 @@ func TestImageCleanup(t *testing.T) {
 		Errors: map[string]error{"remove-image docker.io/rancher/fleet:v0.13.1": errors.New("image is in use by a container")},
 	}
 	j := &nodejob.Job{Client: env.Client, Host: h, Plan: plan.Name, Node: "n1", RepoURL: url, Timeouts: fastTimeouts()}
-	if err := j.Run(t.Context(), nodejob.TypeImageCleanup); err != nil {
+	if err := j.Run(t.Context(), jobspec.ImageCleanup); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"remove-image docker.io/rancher/fleet:v0.13.1", "remove-image docker.io/rancher/harvester:v1.7.1"}
@@ -524,7 +525,7 @@ func TestImageCleanup(t *testing.T) {
 	// Nothing removable at all fails the job.
 	h = &hosttest.Fake{Present: []string{"docker.io/rancher/harvester:v1.7.1"}, Errors: map[string]error{"remove-image": errors.New("crictl: not found")}}
 	j.Host = h
-	if err := j.Run(t.Context(), nodejob.TypeImageCleanup); err == nil || !strings.Contains(err.Error(), "crictl: not found") {
+	if err := j.Run(t.Context(), jobspec.ImageCleanup); err == nil || !strings.Contains(err.Error(), "crictl: not found") {
 		t.Errorf("err = %v, want the failure when no image could be removed", err)
 	}
 
@@ -532,7 +533,7 @@ func TestImageCleanup(t *testing.T) {
 	old := jobtest.Plan(t, env.Client, func(p *v1beta1.UpgradePlan) { p.Status.PreviousVersion = ptr.To("v1.7.0") })
 	h = &hosttest.Fake{Present: []string{"docker.io/rancher/harvester:v1.7.1"}}
 	j = &nodejob.Job{Client: env.Client, Host: h, Plan: old.Name, Node: "n1", RepoURL: url, Timeouts: fastTimeouts()}
-	if err := j.Run(t.Context(), nodejob.TypeImageCleanup); err != nil || len(h.Ops()) != 0 {
+	if err := j.Run(t.Context(), jobspec.ImageCleanup); err != nil || len(h.Ops()) != 0 {
 		t.Errorf("err %v, operations %v; want nothing removed", err, h.Ops())
 	}
 }
@@ -592,17 +593,17 @@ func TestReservedCPU(t *testing.T) {
 }
 
 func TestFromEnv(t *testing.T) {
-	env := map[string]string{nodejob.EnvPlan: "p", nodejob.EnvSUCNode: "n-suc", nodejob.EnvSUCPod: "pod-suc"}
+	env := map[string]string{jobspec.EnvPlan: "p", jobspec.EnvSUCNode: "n-suc", jobspec.EnvSUCPod: "pod-suc"}
 	j := &nodejob.Job{}
 	if err := j.FromEnv(func(k string) string { return env[k] }); err != nil || j.Plan != "p" || j.Node != "n-suc" || j.Pod != "pod-suc" {
 		t.Errorf("FromEnv: %+v, %v", j, err)
 	}
-	env[nodejob.EnvNode], env[nodejob.EnvPod] = "n", "pod"
+	env[jobspec.EnvNode], env[jobspec.EnvPod] = "n", "pod"
 	if err := j.FromEnv(func(k string) string { return env[k] }); err != nil || j.Node != "n" || j.Pod != "pod" {
 		t.Errorf("the toolkit's variables must win: %+v, %v", j, err)
 	}
 	err := j.FromEnv(func(string) string { return "" })
-	if err == nil || !strings.Contains(err.Error(), nodejob.EnvPlan) || !strings.Contains(err.Error(), nodejob.EnvNode) {
+	if err == nil || !strings.Contains(err.Error(), jobspec.EnvPlan) || !strings.Contains(err.Error(), jobspec.EnvNode) {
 		t.Errorf("FromEnv with nothing set: %v", err)
 	}
 	if err := (&nodejob.Job{Plan: "p", Node: "n"}).Run(context.Background(), "reboot"); err == nil || !strings.Contains(err.Error(), "prepare") {

@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/release"
 )
 
@@ -181,7 +182,7 @@ func (j *Job) upgradeOS(ctx context.Context, s *state) error {
 		return err
 	}
 	if j.Pod == "" {
-		return fmt.Errorf("%s is not set: the node could not be rebooted after the job, because the job does not know its pod", EnvPod)
+		return fmt.Errorf("%s is not set: the node could not be rebooted after the job, because the job does not know its pod", jobspec.EnvPod)
 	}
 	if err := j.downloadRootfs(ctx, s); err != nil {
 		return err

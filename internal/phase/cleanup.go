@@ -2,11 +2,8 @@ package phase
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"reflect"
-	"slices"
 	"strings"
 	"time"
 
@@ -16,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -284,114 +280,4 @@ func without(taints []corev1.Taint, key, value string) []corev1.Taint {
 		}
 	}
 	return out
-}
-
-// The restore reads each setting back from the API server.
-//
-// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=settings,verbs=get
-// +kubebuilder:rbac:groups=harvesterhci.io,namespace=kube-system,resources=addons,verbs=get
-// +kubebuilder:rbac:groups=kubevirt.io,namespace=harvester-system,resources=kubevirts,verbs=get
-// +kubebuilder:rbac:groups=management.cattle.io,namespace=fleet-local,resources=managedcharts,verbs=get
-
-// restoreSettings puts back every recorded setting, reads it back from the
-// API server and forgets the record once the server holds the original
-// value. It says which settings it restored, and which hold another value
-// than the one written back.
-func restoreSettings(ctx context.Context, s *Scope) (restored, unsettled []string, err error) {
-	saved := s.Plan.Status.SavedSettings
-	if saved == nil {
-		return nil, nil, nil
-	}
-	// settle forgets a restored setting when the API server shows it back.
-	settle := func(what string, back bool, seen string, forget func()) {
-		if back {
-			forget()
-			restored = append(restored, what)
-			return
-		}
-		unsettled = append(unsettled, fmt.Sprintf("%s was written back, but the API server holds %s", what, seen))
-	}
-	if saved.Rancher != nil {
-		if err := cluster.RestoreUpgradeStrategy(ctx, s.Client, saved.Rancher.UpgradeStrategy); err != nil {
-			return nil, nil, err
-		}
-		cl, err := cluster.LocalCluster(ctx, s.APIReader)
-		if err != nil {
-			return nil, nil, err
-		}
-		now, err := cluster.UpgradeStrategyJSON(cl)
-		if err != nil {
-			return nil, nil, err
-		}
-		settle("the upgrade strategy of the provisioning Cluster fleet-local/local", sameJSON(now, saved.Rancher.UpgradeStrategy),
-			rawText(now), func() { saved.Rancher = nil })
-	}
-	if want := saved.LonghornReplicaReplenishmentWaitInterval; want != nil {
-		if err := cluster.SetLonghornSetting(ctx, s.Client, cluster.LonghornReplicaReplenishmentWaitInterval, *want); err != nil {
-			return nil, nil, err
-		}
-		now, found, err := cluster.LonghornSetting(ctx, s.APIReader, cluster.LonghornReplicaReplenishmentWaitInterval)
-		if err != nil {
-			return nil, nil, err
-		}
-		settle(fmt.Sprintf("Longhorn setting %s (%s)", cluster.LonghornReplicaReplenishmentWaitInterval, *want), !found || now == *want, now,
-			func() { saved.LonghornReplicaReplenishmentWaitInterval = nil })
-	}
-	if want := saved.DeschedulerEnabled; want != nil {
-		if *want {
-			if err := cluster.SetAddonEnabled(ctx, s.Client, cluster.KubeSystemNamespace, cluster.DeschedulerAddon, true); err != nil {
-				return nil, nil, err
-			}
-		}
-		now, found, err := cluster.AddonEnabled(ctx, s.APIReader, cluster.KubeSystemNamespace, cluster.DeschedulerAddon)
-		if err != nil {
-			return nil, nil, err
-		}
-		settle(fmt.Sprintf("the descheduler Addon (enabled=%v)", *want), !found || now == *want, fmt.Sprintf("enabled=%v", now),
-			func() { saved.DeschedulerEnabled = nil })
-	}
-	if kv := saved.KubeVirt; kv != nil {
-		want := ptr.Deref(kv.WorkloadUpdateMethods, nil)
-		if err := cluster.SetWorkloadUpdateMethods(ctx, s.Client, want); err != nil {
-			return nil, nil, err
-		}
-		if kv.ComparePatchAdded {
-			if err := cluster.SetKubeVirtComparePatch(ctx, s.Client, false); err != nil {
-				return nil, nil, err
-			}
-		}
-		now, found, err := cluster.WorkloadUpdateMethods(ctx, s.APIReader)
-		if err != nil {
-			return nil, nil, err
-		}
-		patched, _, err := cluster.HasKubeVirtComparePatch(ctx, s.APIReader)
-		if err != nil {
-			return nil, nil, err
-		}
-		back := !found || (slices.Equal(now, want) && (now == nil) == (want == nil) && (!kv.ComparePatchAdded || !patched))
-		settle(fmt.Sprintf("KubeVirt's workload update methods (%v)", want), back, fmt.Sprintf("%v (Fleet comparePatch present: %v)", now, patched),
-			func() { saved.KubeVirt = nil })
-	}
-	if *saved == (v1beta1.SavedSettings{}) {
-		s.Plan.Status.SavedSettings = nil
-	}
-	return restored, unsettled, nil
-}
-
-// rawText is a recorded JSON value as text, "none" for none.
-func rawText(raw *runtime.RawExtension) string {
-	if raw == nil || len(raw.Raw) == 0 || string(raw.Raw) == "null" {
-		return "none"
-	}
-	return string(raw.Raw)
-}
-
-// sameJSON reports whether two recorded JSON values are equal as data: the
-// API server stores a schemaless status field with its keys sorted.
-func sameJSON(a, b *runtime.RawExtension) bool {
-	var x, y any
-	if json.Unmarshal([]byte(rawText(a)), &x) != nil || json.Unmarshal([]byte(rawText(b)), &y) != nil {
-		return rawText(a) == rawText(b)
-	}
-	return reflect.DeepEqual(x, y)
 }

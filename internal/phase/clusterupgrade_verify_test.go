@@ -41,8 +41,8 @@ func TestClusterUpgradeChecksReadTheAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range checks {
-		if c.result == v1beta1.CheckFailed {
-			t.Errorf("check %s failed on what the cache showed: %s", c.name, c.message)
+		if c.Result == v1beta1.CheckFailed {
+			t.Errorf("check %s failed on what the cache showed: %s", c.Reason, c.Message)
 		}
 	}
 	// And what the API server holds is judged: an Addon left behind fails.
@@ -53,7 +53,7 @@ func TestClusterUpgradeChecksReadTheAPIServer(t *testing.T) {
 	}
 	failed := false
 	for _, c := range checks {
-		failed = failed || (c.name == checkAddons && c.result == v1beta1.CheckFailed)
+		failed = failed || (c.Reason == checkAddons && c.Result == v1beta1.CheckFailed)
 	}
 	if !failed {
 		t.Errorf("an Addon the API server shows at its old version did not fail: %+v", checks)

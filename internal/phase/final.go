@@ -10,17 +10,18 @@ import (
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/nodestate"
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
+	"github.com/harvester/upgrade-toolkit/internal/preflight"
 	"github.com/harvester/upgrade-toolkit/internal/release"
 )
 
 // GateFinal names the final verification's checks (Final/<check>).
 const GateFinal = "Final"
 
-// The checks of the final verification, by name.
+// The checks of the final verification, by reason.
 const (
-	checkNodesUpgraded    = "NodesUpgraded"
-	checkSettingsRestored = "SettingsRestored"
-	checkNothingLeft      = "NothingLeft"
+	checkNodesUpgraded    preflight.Reason = "NodesUpgraded"
+	checkSettingsRestored preflight.Reason = "SettingsRestored"
+	checkNothingLeft      preflight.Reason = "NothingLeft"
 )
 
 // Finalize runs between the last phase and Succeeded: it cleans up (deletes
@@ -39,7 +40,7 @@ func Finalize(ctx context.Context, s *Scope) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	nodes, err := managedNodes(ctx, s)
+	nodes, err := s.Kept.ManagedNodes(ctx, s.Client)
 	if err != nil {
 		return Result{}, err
 	}
@@ -47,7 +48,7 @@ func Finalize(ctx context.Context, s *Scope) (Result, error) {
 	if !ok {
 		since = s.Now()
 	}
-	checks := []check{
+	checks := []preflight.Verdict{
 		harvester,
 		nodesUpgradedCheck(s.Plan.Status.ReleaseMetadata, nodes),
 		s.settingsRestoredCheck(report),
@@ -58,7 +59,7 @@ func Finalize(ctx context.Context, s *Scope) (Result, error) {
 
 // nodesUpgradedCheck: every managed node is Ready on the release's OS image
 // and kubelet version.
-func nodesUpgradedCheck(rm *v1beta1.ReleaseMetadata, nodes []corev1.Node) check {
+func nodesUpgradedCheck(rm *v1beta1.ReleaseMetadata, nodes []corev1.Node) preflight.Verdict {
 	target := nodestate.Target{OSImage: rm.OS, KubeletVersion: release.KubeletVersionOf(rm.Kubernetes)}
 	var off []string
 	for i := range nodes {
@@ -69,38 +70,38 @@ func nodesUpgradedCheck(rm *v1beta1.ReleaseMetadata, nodes []corev1.Node) check 
 		off = append(off, fmt.Sprintf("%s (Ready=%v, OS %q, kubelet %s)", nodes[i].Name, h.Ready, h.OSImage, orNothing(h.KubeletVersion)))
 	}
 	if len(off) > 0 {
-		return pendingCheck(checkNodesUpgraded, "%d of %d nodes are not Ready on %q with kubelet %s: %s",
+		return preflight.Pending(checkNodesUpgraded, "%d of %d nodes are not Ready on %q with kubelet %s: %s",
 			len(off), len(nodes), target.OSImage, target.KubeletVersion, list(off))
 	}
-	return passed(checkNodesUpgraded, "all %d nodes Ready on %q with kubelet %s", len(nodes), target.OSImage, target.KubeletVersion)
+	return preflight.Passed(checkNodesUpgraded, "all %d nodes Ready on %q with kubelet %s", len(nodes), target.OSImage, target.KubeletVersion)
 }
 
 // settingsRestoredCheck: every setting the plan changed holds its original
 // value again. The settings restored in an earlier pass are recorded in the
 // check's message of that pass.
-func (s *Scope) settingsRestoredCheck(r cleanupReport) check {
+func (s *Scope) settingsRestoredCheck(r cleanupReport) preflight.Verdict {
 	if len(r.unsettled) > 0 {
-		return pendingCheck(checkSettingsRestored, "%s", strings.Join(r.unsettled, "; "))
+		return preflight.Pending(checkSettingsRestored, "%s", strings.Join(r.unsettled, "; "))
 	}
 	if s.Plan.Status.SavedSettings != nil {
-		return pendingCheck(checkSettingsRestored, "settings not restored yet: %+v", *s.Plan.Status.SavedSettings)
+		return preflight.Pending(checkSettingsRestored, "settings not restored yet: %+v", *s.Plan.Status.SavedSettings)
 	}
 	if len(r.restored) > 0 {
-		return passed(checkSettingsRestored, "restored %s", strings.Join(r.restored, ", "))
+		return preflight.Passed(checkSettingsRestored, "restored %s", strings.Join(r.restored, ", "))
 	}
 	for _, c := range s.Plan.Status.Checks {
-		if c.Name == GateFinal+"/"+checkSettingsRestored && c.Result == v1beta1.CheckPassed {
-			return passed(checkSettingsRestored, "%s", c.Message)
+		if c.Name == GateFinal+"/"+string(checkSettingsRestored) && c.Result == v1beta1.CheckPassed {
+			return preflight.Passed(checkSettingsRestored, "%s", c.Message)
 		}
 	}
-	return passed(checkSettingsRestored, "the plan changed no setting")
+	return preflight.Passed(checkSettingsRestored, "the plan changed no setting")
 }
 
 // nothingLeftCheck: every object the plan created is gone (its Jobs, Plans,
 // the repo); the restore-vm record stays with the plan on purpose.
-func nothingLeftCheck(left []string) check {
+func nothingLeftCheck(left []string) preflight.Verdict {
 	if len(left) > 0 {
-		return pendingCheck(checkNothingLeft, "waiting for %s to be deleted", list(left))
+		return preflight.Pending(checkNothingLeft, "waiting for %s to be deleted", list(left))
 	}
-	return passed(checkNothingLeft, "no Job, Plan, repo or image of the plan left")
+	return preflight.Passed(checkNothingLeft, "no Job, Plan, repo or image of the plan left")
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/release"
 )
@@ -43,10 +44,10 @@ func (ImageCleanup) Run(ctx context.Context, s *Scope) (Result, error) {
 		}
 	}
 	if err := ensureNodePlan(ctx, s, planName, v1beta1.ComponentImageCleanup, 1,
-		[]string{"upgrade-toolkit", "node", "image-cleanup"}); err != nil {
+		jobspec.NodeCommand(jobspec.ImageCleanup)); err != nil {
 		return Result{}, err
 	}
-	nodes, err := managedNodes(ctx, s)
+	nodes, err := s.Kept.ManagedNodes(ctx, s.Client)
 	if err != nil {
 		return Result{}, err
 	}

@@ -5,12 +5,13 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
 	"github.com/harvester/upgrade-toolkit/internal/helper"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
+	"github.com/harvester/upgrade-toolkit/internal/kept"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 )
 
@@ -51,7 +52,7 @@ func PreloadConcurrency(requested, nodes int) int {
 
 // Run implements Phase.
 func (ImagePreload) Run(ctx context.Context, s *Scope) (Result, error) {
-	nodes, err := managedNodes(ctx, s)
+	nodes, err := s.Kept.ManagedNodes(ctx, s.Client)
 	if err != nil {
 		return Result{}, err
 	}
@@ -67,7 +68,7 @@ func (ImagePreload) Run(ctx context.Context, s *Scope) (Result, error) {
 		concurrency = len(nodes)
 	}
 	if err := ensureNodePlan(ctx, s, names.ImagePreloadPlan(s.Plan.Name), v1beta1.ComponentImagePreload,
-		int64(concurrency), []string{"upgrade-toolkit", "node", "prepare"}); err != nil {
+		int64(concurrency), jobspec.NodeCommand(jobspec.Prepare)); err != nil {
 		return Result{}, err
 	}
 	return trackNodePlan(ctx, s, nodes, nodePlanStates{
@@ -93,7 +94,7 @@ func ensureNodePlan(ctx context.Context, s *Scope, name, component string, concu
 		Image:              repo,
 		Version:            tag,
 		Command:            command,
-		Env:                []corev1.EnvVar{{Name: "HARVESTER_UPGRADEPLAN_NAME", Value: s.Plan.Name}},
+		Env:                []corev1.EnvVar{jobspec.PlanEnv(s.Plan.Name)},
 	})
 	plan := &upgradev1.Plan{}
 	if err := s.ensure(ctx, want, plan, component, want.Spec, func() { plan.Spec = want.Spec }); err != nil {
@@ -109,20 +110,13 @@ type nodePlanStates struct {
 	what                  string
 }
 
-// sucJobsKey is what trackNodePlan keeps (Reuse) of a Plan's Jobs.
-func sucJobsKey(plan string) string { return "suc-jobs/" + plan }
-
 // trackNodePlan records each node's state from the Plan's Jobs (or, for Jobs
 // already garbage-collected, from the label SUC leaves on a node that
 // finished), fails the plan if a node failed, and is done when all are.
 func trackNodePlan(ctx context.Context, s *Scope, nodes []corev1.Node, m nodePlanStates) (Result, error) {
 	// The newest Job per node: SUC replaces a Job when the plan changes.
-	jobs, err := readJobs(ctx, s, jobSelection{
-		name:      sucJobsKey(m.plan),
-		namespace: cluster.CattleNamespace,
-		labels:    client.MatchingLabels{v1beta1.LabelUpgradePlan: s.Plan.Name, v1beta1.LabelUpgradeComponent: m.component},
-		slotOf:    func(labels map[string]string) jobSlot { return jobSlot{node: cluster.SUCJobNode(labels)} },
-	})
+	sucJobs := kept.SUCJobs(s.Plan.Name, m.plan, m.component)
+	jobs, err := s.Kept.Jobs(ctx, s.Client, sucJobs)
 	if err != nil {
 		return Result{}, fmt.Errorf("reading the Jobs of Plan %s/%s: %w", cluster.CattleNamespace, m.plan, err)
 	}
@@ -182,7 +176,7 @@ func trackNodePlan(ctx context.Context, s *Scope, nodes []corev1.Node, m nodePla
 		}
 	}
 	if len(pending) == 0 {
-		s.Reuse.Forget(sucJobsKey(m.plan))
+		s.Kept.Forget(sucJobs.Key())
 		return Done(), nil
 	}
 	return Wait("%s: %d of %d nodes done; waiting for %s", m.what, len(nodes)-len(pending), len(nodes), list(pending)), nil

@@ -4,14 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
@@ -29,8 +25,8 @@ func (Initialize) Name() string { return v1beta1.StepInitialize }
 
 // Run implements Phase.
 func (Initialize) Run(ctx context.Context, s *Scope) (Result, error) {
-	if msg := preflight.PlanNameProblem(s.Plan.Name); msg != "" {
-		return FailFinal("metadata.name %q %s; create the plan again under such a name", s.Plan.Name, msg), nil
+	if v := preflight.PlanName(s.Plan.Name); v.Result == v1beta1.CheckFailed {
+		return FailFinal("metadata.name %q %s; create the plan again under such a name", s.Plan.Name, v.Message), nil
 	}
 	for _, step := range []func(context.Context, *Scope) (Result, error){
 		snapshotVersion, recordPreviousVersion, detectSingleNode, checkDiskSpace, checkCerts,
@@ -92,7 +88,7 @@ func recordPreviousVersion(ctx context.Context, s *Scope) (Result, error) {
 
 // detectSingleNode records the only managed node of a single-node cluster.
 func detectSingleNode(ctx context.Context, s *Scope) (Result, error) {
-	nodes, err := managedNodes(ctx, s)
+	nodes, err := s.Kept.ManagedNodes(ctx, s.Client)
 	if err != nil {
 		return Result{}, err
 	}
@@ -107,73 +103,6 @@ func detectSingleNode(ctx context.Context, s *Scope) (Result, error) {
 	return Done(), nil
 }
 
-// managedNodes lists the nodes Harvester manages, sorted by name so that
-// messages built from them do not change from one pass to the next. The
-// nodes are the cache's own: read them, never change them.
-// The slice is kept for the passes that follow and brought up to date with
-// the Nodes that change in a way NodeChangeMatters keeps: nothing may change
-// it or keep it beyond its pass, and nothing may read in it what
-// NodeChangeMatters does not compare.
-func managedNodes(ctx context.Context, s *Scope) ([]corev1.Node, error) {
-	return reuseUpdating(s.Reuse, "managed-nodes", KindNodes,
-		func() ([]corev1.Node, error) { return listManagedNodes(ctx, s) },
-		func(nodes []corev1.Node, changed []client.ObjectKey) ([]corev1.Node, error) {
-			return updateManagedNodes(ctx, s, nodes, changed)
-		})
-}
-
-// updateManagedNodes reads again the nodes named in changed, keeping the
-// slice sorted.
-func updateManagedNodes(ctx context.Context, s *Scope, nodes []corev1.Node, changed []client.ObjectKey) ([]corev1.Node, error) {
-	for _, key := range changed {
-		var n corev1.Node
-		found, err := s.get(ctx, "", key.Name, &n, client.UnsafeDisableDeepCopy)
-		if err != nil {
-			return nil, fmt.Errorf("reading node %s: %w", key.Name, err)
-		}
-		i, listed := slices.BinarySearchFunc(nodes, key.Name, func(n corev1.Node, name string) int { return strings.Compare(n.Name, name) })
-		switch managed := found && n.Labels[cluster.LabelManagedNode] == "true"; {
-		case managed && listed:
-			nodes[i] = n
-		case managed:
-			nodes = slices.Insert(nodes, i, n)
-		case listed:
-			nodes = slices.Delete(nodes, i, i+1)
-		}
-	}
-	return nodes, nil
-}
-
-// NodeChangeMatters reports whether a Node's update changes what a plan
-// reads of it in managedNodes: readiness, the OS image, boot ID and kubelet
-// version (a reboot, RKE2's upgrade), and labels (managed, witness,
-// system-upgrade-controller's completion label). Cordons, taints,
-// annotations and heartbeats do not.
-func NodeChangeMatters(o, n *corev1.Node) bool {
-	oi, ni := o.Status.NodeInfo, n.Status.NodeInfo
-	return cluster.NodeReady(o) != cluster.NodeReady(n) || oi.OSImage != ni.OSImage || oi.BootID != ni.BootID ||
-		oi.KubeletVersion != ni.KubeletVersion || !maps.Equal(o.Labels, n.Labels)
-}
-
-func listManagedNodes(ctx context.Context, s *Scope) ([]corev1.Node, error) {
-	var nodes corev1.NodeList
-	if err := s.Client.List(ctx, &nodes, client.MatchingLabels{cluster.LabelManagedNode: "true"}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing managed nodes: %w", err)
-	}
-	// Sorted by name through their indexes: a Node is a large struct, and
-	// swapping them whole cost more than the list on a large cluster.
-	order := make([]int, len(nodes.Items))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(nodes.Items[a].Name, nodes.Items[b].Name) })
-	sorted := make([]corev1.Node, len(order))
-	for i, j := range order {
-		sorted[i] = nodes.Items[j]
-	}
-	return sorted, nil
-}
-
 // checkDiskSpace makes sure preloading the new images does not push any
 // node past its kubelet's image garbage collection threshold. A kubelet that
 // cannot be read is retried until a deadline before the plan fails.
@@ -185,7 +114,7 @@ func checkDiskSpace(ctx context.Context, s *Scope) (Result, error) {
 	if skip {
 		return Done(), nil
 	}
-	nodes, err := managedNodes(ctx, s)
+	nodes, err := s.Kept.ManagedNodes(ctx, s.Client)
 	if err != nil {
 		return Result{}, err
 	}
@@ -200,8 +129,8 @@ func checkDiskSpace(ctx context.Context, s *Scope) (Result, error) {
 		}
 		disks = append(disks, d)
 	}
-	if problems := preflight.DiskSpace(disks, preflight.NewImagesSize); len(problems) > 0 {
-		return FailFinal("pre-flight check failed: %s", strings.Join(problems, "; ")), nil
+	if failed := failures(preflight.DiskSpace(disks, preflight.NewImagesSize)); len(failed) > 0 {
+		return FailFinal("pre-flight check failed: %s", strings.Join(failed, "; ")), nil
 	}
 	if len(unreachable) > 0 {
 		return s.boundedWait(s.Config.Deadlines.Kubelet,
@@ -228,13 +157,24 @@ func checkCerts(ctx context.Context, s *Scope) (Result, error) {
 		return Result{}, err
 	}
 	certs, errs := preflight.GatherServedCerts(ctx, s.Config.DialCerts, addrs)
-	if msg := preflight.CertExpiry(certs, s.Clock.Now(), minValidity); msg != "" {
-		return FailFinal("pre-flight check failed: %s", msg), nil
-	}
-	if len(certs) == 0 {
+	switch v := preflight.CertExpiry(certs, s.Clock.Now(), minValidity); v.Result {
+	case v1beta1.CheckFailed:
+		return FailFinal("pre-flight check failed: %s", v.Message), nil
+	case v1beta1.CheckPending:
 		return s.boundedWait(s.Config.Deadlines.Kubelet,
 			"retrying the certificate check: "+errors.Join(errs...).Error(),
 			"pre-flight certificate check could not reach the API server: "+errors.Join(errs...).Error()), nil
 	}
 	return Done(), nil
+}
+
+// failures are the messages of the verdicts that failed.
+func failures(verdicts []preflight.Verdict) []string {
+	var out []string
+	for _, v := range verdicts {
+		if v.Result == v1beta1.CheckFailed {
+			out = append(out, v.Message)
+		}
+	}
+	return out
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 )
 
@@ -91,7 +92,7 @@ func (s *Scope) newJob(js JobSpec) *batchv1.Job {
 		Image:           s.Config.ToolkitImage(s.Plan),
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Command:         js.Command,
-		Env:             append([]corev1.EnvVar{{Name: "HARVESTER_UPGRADEPLAN_NAME", Value: s.Plan.Name}}, js.Env...),
+		Env:             append([]corev1.EnvVar{jobspec.PlanEnv(s.Plan.Name)}, js.Env...),
 		// The jobs run upgrade tools that need root inside the container.
 		SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](0)},
 	}
@@ -136,20 +137,14 @@ func (s *Scope) newJob(js JobSpec) *batchv1.Job {
 	}
 }
 
-// PermanentExitCodes are the exit codes with which the job commands report
-// a failure a retry cannot mend (exitcode.Codes: a bad
-// command line, a wait that gave up, VMs that could not be stopped or
-// started, a VM that cannot leave its node, an ineligible upgrade). 1, any other failure, may be transient.
-var PermanentExitCodes = []int32{2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14}
-
 // jobFailurePolicy has the Job controller fail a Job at once when its
-// command failed for good, instead of retrying it with growing backoff up
+// command failed for good (jobspec.PermanentExitCodes), instead of retrying it with growing backoff up
 // to the backoff limit; and not count a pod that was disrupted (evicted by a
 // drain or a taint, preempted) against the limit.
 func jobFailurePolicy() *batchv1.PodFailurePolicy {
 	return &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
 		{Action: batchv1.PodFailurePolicyActionFailJob, OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
-			ContainerName: ptr.To(names.JobContainer), Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: PermanentExitCodes,
+			ContainerName: ptr.To(names.JobContainer), Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: jobspec.PermanentExitCodes(),
 		}},
 		{Action: batchv1.PodFailurePolicyActionIgnore, OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{
 			{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue},

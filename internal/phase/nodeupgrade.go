@@ -12,15 +12,17 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
+	"github.com/harvester/upgrade-toolkit/internal/kept"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/nodestate"
 )
 
 // activeJobType is the node Job a node runs in each state of the drain slot.
 var activeJobType = map[v1beta1.NodeUpgradeState]string{
-	v1beta1.NodeStatePreDraining:         v1beta1.JobTypePreDrain,
-	v1beta1.NodeStatePostDraining:        v1beta1.JobTypePostDrain,
-	v1beta1.NodeStateSingleNodeUpgrading: v1beta1.JobTypeSingleNodeUpgrade,
+	v1beta1.NodeStatePreDraining:         jobspec.PreDrain,
+	v1beta1.NodeStatePostDraining:        jobspec.PostDrain,
+	v1beta1.NodeStateSingleNodeUpgrading: jobspec.SingleNodeUpgrade,
 }
 
 // unscheduledRecheck is how often the plan looks again at a node Job whose
@@ -38,7 +40,7 @@ func (NodeUpgrade) Name() string { return v1beta1.StepNodeUpgrade }
 
 // Run implements Phase.
 func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
-	nodes, err := managedNodes(ctx, s)
+	nodes, err := s.Kept.ManagedNodes(ctx, s.Client)
 	if err != nil {
 		return Result{}, err
 	}
@@ -50,11 +52,12 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 			s.setNodeState(n.Name, v1beta1.NodeStateImagePreloaded, "", "")
 		}
 	}
-	if recorded, err := recordNodeUpgradeSettings(ctx, s, singleNode); err != nil || recorded {
-		return Wait("recording the settings the node upgrade changes, before changing them"), err
+	settings := []savedSetting{longhornReplenishment{}, deschedulerAddon{}}
+	if !singleNode {
+		settings = append(settings, rancherStrategy{})
 	}
-	if err := applyNodeUpgradeSettings(ctx, s, singleNode); err != nil {
-		return Result{}, err
+	if r, done, err := recordThenChange(ctx, s, "recording the settings the node upgrade changes, before changing them", settings...); !done {
+		return r, err
 	}
 
 	obs, err := observeNodes(ctx, s, nodes, singleNode)
@@ -65,43 +68,12 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 	decisions := obs.decide(singleNode)
 	var failure string
 	for i := range obs.nodes {
-		n, d := &obs.nodes[i], decisions[i]
-		before := s.Plan.Status.NodeUpgradeStatuses[n.Name].Message
-		if d.HealthGate {
-			var overdue string
-			if d.Message, overdue = s.holdAtHealthGate(n.Name, d.Message); overdue != "" && failure == "" {
-				failure = overdue
-			}
+		f, err := s.stepNode(ctx, &obs.nodes[i], decisions[i], obs, failure != "")
+		if err != nil {
+			return Result{}, err
 		}
-		// A decision to stay, with nothing to say, keeps what is recorded
-		// (e.g. how the node's VM restore went).
-		if d.State != n.State || d.Reason != "" || d.Message != "" {
-			s.setNodeState(n.Name, d.State, d.Reason, d.Message)
-		}
-		if d.State != n.State && beginsOSUpgrade(d.State) {
-			// Recorded with the state, before the Job that reboots the node
-			// exists: the next boot ID is then proof of the reboot.
-			s.recordBoot(n.Name, n.Host.BootID, n.Host.OSImage)
-		}
-		if d.State != n.State && nodestate.Upgraded(d.State) {
-			s.Event(corev1.EventTypeNormal, v1beta1.EventNodeRebootVerified, "Node %s rebooted into %s: %s", n.Name, s.Plan.Status.ReleaseMetadata.OS, d.Message)
-		}
-		if d.StartJob != "" {
-			if err := s.create(ctx, s.nodeJob(d.StartJob, n.Name), v1beta1.ComponentNodeUpgrade); err != nil {
-				return Result{}, err
-			}
-		}
-		if n.State == v1beta1.NodeStateWaitingReboot || d.State == v1beta1.NodeStateWaitingReboot {
-			if err := setPendingOSImage(ctx, s, n.Name, d.State == v1beta1.NodeStateWaitingReboot); err != nil {
-				return Result{}, err
-			}
-		}
-		if n.DrainBlocked != "" && !strings.Contains(before, n.DrainBlocked) {
-			// Once per blocker: the node's message keeps it while it blocks.
-			s.Event(corev1.EventTypeWarning, v1beta1.EventDrainBlocked, "%s", n.DrainBlocked)
-		}
-		if d.State.IsFailure() && failure == "" {
-			failure = s.nodeFailure(ctx, n.Name, d, obs, before)
+		if failure == "" {
+			failure = f
 		}
 	}
 	if failure != "" {
@@ -113,9 +85,57 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 	}
 	r := nodeUpgradeProgress(ctx, s, nodes, obs, restoring)
 	if r.Done {
-		s.Reuse.Forget(nodeJobsKey(s.Plan.Name), drainRequestsKey)
+		s.Kept.Forget(kept.NodeJobs(s.Plan.Name).Key(), kept.DrainRequestsKey)
 	}
 	return r, nil
+}
+
+// stepNode carries out the decision for one node: it records the node's
+// new state (and, as its OS upgrade begins, the boot it leaves), starts the
+// Job the node needs, marks a node that waits to reboot, and tells of a
+// blocked drain once. It returns what fails the plan when the node failed
+// it or outlived the health gate; failed says that another node of this
+// pass already did, which spares the reads that describe a failure.
+func (s *Scope) stepNode(ctx context.Context, n *nodestate.Node, d nodestate.Decision, obs *observation, failed bool) (string, error) {
+	var failure string
+	before := s.Plan.Status.NodeUpgradeStatuses[n.Name].Message
+	if d.HealthGate {
+		var overdue string
+		if d.Message, overdue = s.holdAtHealthGate(n.Name, d.Message); overdue != "" && !failed {
+			failure = overdue
+		}
+	}
+	// A decision to stay, with nothing to say, keeps what is recorded
+	// (e.g. how the node's VM restore went).
+	if d.State != n.State || d.Reason != "" || d.Message != "" {
+		s.setNodeState(n.Name, d.State, d.Reason, d.Message)
+	}
+	if d.State != n.State && beginsOSUpgrade(d.State) {
+		// Recorded with the state, before the Job that reboots the node
+		// exists: the next boot ID is then proof of the reboot.
+		s.recordBoot(n.Name, n.Host.BootID, n.Host.OSImage)
+	}
+	if d.State != n.State && nodestate.Upgraded(d.State) {
+		s.Event(corev1.EventTypeNormal, v1beta1.EventNodeRebootVerified, "Node %s rebooted into %s: %s", n.Name, s.Plan.Status.ReleaseMetadata.OS, d.Message)
+	}
+	if d.StartJob != "" {
+		if err := s.create(ctx, s.nodeJob(d.StartJob, n.Name), v1beta1.ComponentNodeUpgrade); err != nil {
+			return "", err
+		}
+	}
+	if n.State == v1beta1.NodeStateWaitingReboot || d.State == v1beta1.NodeStateWaitingReboot {
+		if err := setPendingOSImage(ctx, s, n.Name, d.State == v1beta1.NodeStateWaitingReboot); err != nil {
+			return "", err
+		}
+	}
+	if n.DrainBlocked != "" && !strings.Contains(before, n.DrainBlocked) {
+		// Once per blocker: the node's message keeps it while it blocks.
+		s.Event(corev1.EventTypeWarning, v1beta1.EventDrainBlocked, "%s", n.DrainBlocked)
+	}
+	if d.State.IsFailure() && failure == "" && !failed {
+		failure = s.nodeFailure(ctx, n.Name, d, obs, before)
+	}
+	return failure, nil
 }
 
 // beginsOSUpgrade reports whether a node entering state s is about to get
@@ -132,16 +152,17 @@ func (s *Scope) nodeJob(jobType, node string) *batchv1.Job {
 		Labels:    map[string]string{v1beta1.LabelJobType: jobType, v1beta1.LabelNode: node},
 		Node:      node,
 		// Evacuating, upgrading the OS and rebooting need the host.
-		Privileged: true,
-		Command:    []string{"upgrade-toolkit", "node", jobType},
-		Env: []corev1.EnvVar{
-			{Name: "HARVESTER_UPGRADE_NODE_NAME", Value: node},
-			{Name: "HARVESTER_UPGRADE_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
-		},
+		Privileged:      true,
+		Command:         jobspec.NodeCommand(jobType),
+		Env:             jobspec.NodeEnv(node),
 		BackoffLimit:    2,
 		DeadlineSeconds: int64(s.Config.Deadlines.NodeJob.Seconds()),
 	})
 }
+
+// The node upgrade marks the nodes that wait to reboot.
+//
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=patch
 
 // setPendingOSImage marks a node that waits to reboot into the new OS with
 // the OS image it must report, and unmarks it otherwise.
@@ -178,9 +199,9 @@ func setPendingOSImage(ctx context.Context, s *Scope, node string, waiting bool)
 // so (see nodeUpgradeProgress).
 func (s *Scope) nodeFailure(ctx context.Context, node string, d nodestate.Decision, obs *observation, before string) string {
 	jobType := map[v1beta1.NodeUpgradeState]string{
-		v1beta1.NodeStatePreDrainFailed:          v1beta1.JobTypePreDrain,
-		v1beta1.NodeStatePostDrainFailed:         v1beta1.JobTypePostDrain,
-		v1beta1.NodeStateSingleNodeUpgradeFailed: v1beta1.JobTypeSingleNodeUpgrade,
+		v1beta1.NodeStatePreDrainFailed:          jobspec.PreDrain,
+		v1beta1.NodeStatePostDrainFailed:         jobspec.PostDrain,
+		v1beta1.NodeStateSingleNodeUpgradeFailed: jobspec.SingleNodeUpgrade,
 	}[d.State]
 	what := fmt.Sprintf("upgrading node %s failed in %s", node, d.State)
 	if j := obs.jobs[jobType][node]; j != nil && jobOf(j).Status == nodestate.JobFailed {

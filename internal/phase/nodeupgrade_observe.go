@@ -3,19 +3,18 @@ package phase
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
+	"github.com/harvester/upgrade-toolkit/internal/kept"
 	"github.com/harvester/upgrade-toolkit/internal/nodestate"
 	"github.com/harvester/upgrade-toolkit/internal/release"
 )
@@ -32,145 +31,6 @@ type observation struct {
 	// nextDeadline is when the first node waiting in a state with a
 	// deadline is overdue; zero when none waits.
 	nextDeadline time.Time
-}
-
-// JobChangeMatters reports whether a Job's update changes what a plan reads
-// of it (readNodeJobs, the node Jobs it keeps between passes): its
-// outcome (conditions, counts, start and completion), suspension, deletion
-// and labels. The Job controller's bookkeeping (pods not yet counted, pods
-// terminating, finalizers) does not: with four Jobs per node, each such
-// update would be a pass over every node.
-func JobChangeMatters(o, n *batchv1.Job) bool {
-	was, is := o.Status, n.Status
-	return was.Active != is.Active || !ptr.Equal(was.Ready, is.Ready) || was.Succeeded != is.Succeeded || was.Failed != is.Failed ||
-		(was.StartTime == nil) != (is.StartTime == nil) || !was.CompletionTime.Equal(is.CompletionTime) ||
-		!ptr.Equal(o.Spec.Suspend, n.Spec.Suspend) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
-		!maps.Equal(o.Labels, n.Labels) ||
-		!slices.EqualFunc(was.Conditions, is.Conditions, func(a, b batchv1.JobCondition) bool {
-			return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
-		})
-}
-
-// What the node upgrade's passes keep (Reuse): the plan's node Jobs and the
-// drain requests.
-const drainRequestsKey = "drain-requests"
-
-func nodeJobsKey(plan string) string { return "node-jobs/" + plan }
-
-// readNodeJobs reads the plan's node Jobs by type and node, from the cache:
-// read them, never change them, and read only what JobChangeMatters
-// compares.
-func readNodeJobs(ctx context.Context, s *Scope) (map[string]map[string]*batchv1.Job, error) {
-	return readJobs(ctx, s, jobSelection{
-		name:      nodeJobsKey(s.Plan.Name),
-		namespace: cluster.HarvesterNamespace,
-		labels:    client.MatchingLabels{v1beta1.LabelUpgradePlan: s.Plan.Name, v1beta1.LabelUpgradeComponent: v1beta1.ComponentNodeUpgrade},
-		slotOf: func(labels map[string]string) jobSlot {
-			return jobSlot{jobType: labels[v1beta1.LabelJobType], node: labels[v1beta1.LabelNode]}
-		},
-	})
-}
-
-// drainRequests is what Rancher's machine-plan Secrets say of the drains.
-type drainRequests struct {
-	// secrets holds each node's machine-plan Secret.
-	secrets map[string]client.Object
-	// postDrainPending names machine-plan Secrets Rancher has not finished.
-	postDrainPending []string
-	// nodeOf names the node of each Machine, and nodeOfSecret the node of
-	// each Secret in secrets.
-	nodeOf, nodeOfSecret map[string]string
-	// ambiguous: two Secrets claim one node, and which one a pass reads is
-	// the list's to say.
-	ambiguous bool
-}
-
-// byNode returns the machine-plan Secret of each node; none on a
-// single-node cluster.
-func (d *drainRequests) byNode() map[string]client.Object {
-	if d == nil {
-		return nil
-	}
-	return d.secrets
-}
-
-// readDrainRequests keeps what the machine-plan Secrets say from one pass to
-// the next, reading again only the Secrets that changed; a change of a
-// Machine (which names its node) reads them all.
-func readDrainRequests(ctx context.Context, s *Scope) (*drainRequests, error) {
-	return reuseUpdating(s.Reuse, drainRequestsKey, KindMachinePlans,
-		func() (*drainRequests, error) { return listDrainRequests(ctx, s) },
-		func(d *drainRequests, changed []client.ObjectKey) (*drainRequests, error) {
-			return d.update(ctx, s, changed)
-		},
-		KindMachines)
-}
-
-// listDrainRequests reads the machine-plan Secrets and the Machines that
-// name their nodes.
-func listDrainRequests(ctx context.Context, s *Scope) (*drainRequests, error) {
-	secrets, err := cluster.MachinePlans(ctx, s.Client)
-	if err != nil {
-		return nil, err
-	}
-	nodeOf, err := cluster.NodesOfMachines(ctx, s.Client)
-	if err != nil {
-		return nil, err
-	}
-	d := &drainRequests{secrets: map[string]client.Object{}, nodeOf: nodeOf, nodeOfSecret: map[string]string{}}
-	for i := range secrets {
-		d.put(&secrets[i])
-	}
-	slices.Sort(d.postDrainPending)
-	return d, nil
-}
-
-// put records a machine-plan Secret; the caller sorts postDrainPending.
-func (d *drainRequests) put(sec *metav1.PartialObjectMetadata) {
-	if !cluster.IsMachinePlan(sec) {
-		return
-	}
-	if sec.Annotations[cluster.AnnotationRancherPostDrain] != "" {
-		d.postDrainPending = append(d.postDrainPending, sec.Name)
-	}
-	if node := d.nodeOf[sec.Labels[cluster.LabelMachineName]]; node != "" {
-		d.ambiguous = d.ambiguous || d.secrets[node] != nil
-		d.secrets[node] = sec
-		d.nodeOfSecret[sec.Name] = node
-	} // else a Machine without a node has nothing for us to drain
-}
-
-// update reads again the machine-plan Secrets named in changed; when two
-// Secrets claim one node, it lists them all. The pending list is a new
-// slice: an observation may hold the old one.
-func (d *drainRequests) update(ctx context.Context, s *Scope, changed []client.ObjectKey) (*drainRequests, error) {
-	pending := slices.Clone(d.postDrainPending)
-	d.postDrainPending = nil // put appends the pending Secrets read again
-	for _, key := range changed {
-		if key.Namespace != cluster.FleetLocalNamespace {
-			continue
-		}
-		sec := cluster.MachinePlan()
-		found, err := s.get(ctx, key.Namespace, key.Name, sec, client.UnsafeDisableDeepCopy)
-		if err != nil {
-			return nil, fmt.Errorf("reading machine-plan Secret %s: %w", key, err)
-		}
-		if node, ok := d.nodeOfSecret[key.Name]; ok {
-			delete(d.secrets, node)
-			delete(d.nodeOfSecret, key.Name)
-		}
-		pending = slices.DeleteFunc(pending, func(name string) bool { return name == key.Name })
-		if found {
-			d.put(sec)
-		}
-		if d.ambiguous {
-			return listDrainRequests(ctx, s)
-		}
-	}
-	pending = append(pending, d.postDrainPending...)
-	slices.Sort(pending)
-	d.postDrainPending = pending
-	return d, nil
 }
 
 // observations are the observations of passes that ended, whose arrays the
@@ -199,23 +59,25 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 	obs := observations.Get().(*observation)
 	obs.nodes = slices.Grow(obs.nodes[:0], len(nodes))
 	var err error
-	if obs.jobs, err = readNodeJobs(ctx, s); err != nil {
+	// The plan's node Jobs, from the cache: read them, never change them,
+	// and read only what kept.JobChangeMatters compares.
+	if obs.jobs, err = s.Kept.Jobs(ctx, s.Client, kept.NodeJobs(s.Plan.Name)); err != nil {
 		return nil, err
 	}
-	var drains *drainRequests
+	var drains *kept.DrainRequests
 	if !singleNode {
-		if drains, err = readDrainRequests(ctx, s); err != nil {
+		if drains, err = s.Kept.DrainRequests(ctx, s.Client); err != nil {
 			return nil, err
 		}
-		obs.postDrainPending = drains.postDrainPending
+		obs.postDrainPending = drains.PostDrainPending()
 	}
-	planSecrets := drains.byNode()
+	planSecrets := drains.ByNode()
 
 	rm := s.Plan.Status.ReleaseMetadata
 	target := nodestate.Target{OSImage: rm.OS, KubeletVersion: release.KubeletVersionOf(rm.Kubernetes)}
 	now := s.Clock.Now()
-	preDrains, postDrains := obs.jobs[v1beta1.JobTypePreDrain], obs.jobs[v1beta1.JobTypePostDrain]
-	singleNodeUpgrades := obs.jobs[v1beta1.JobTypeSingleNodeUpgrade]
+	preDrains, postDrains := obs.jobs[jobspec.PreDrain], obs.jobs[jobspec.PostDrain]
+	singleNodeUpgrades := obs.jobs[jobspec.SingleNodeUpgrade]
 	for i := range nodes {
 		n := &nodes[i]
 		st := s.Plan.Status.NodeUpgradeStatuses[n.Name]
@@ -266,7 +128,7 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 	// The health gate asks the API server and lists every volume: only
 	// when Rancher waits to drain a node that has not begun its upgrade.
 	if !singleNode && slices.ContainsFunc(obs.nodes, nodestate.Node.AtHealthGate) {
-		unhealthy, err := healthGate(ctx, s, nodes, obs.jobs[v1beta1.JobTypeRestoreVM])
+		unhealthy, err := healthGate(ctx, s, nodes, obs.jobs[jobspec.RestoreVM])
 		if err != nil {
 			return nil, err
 		}

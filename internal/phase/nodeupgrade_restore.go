@@ -9,6 +9,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/nodestate"
 )
@@ -37,13 +38,13 @@ func restoreVMs(ctx context.Context, s *Scope, nodes []corev1.Node, obs *observa
 		if !nodestate.Upgraded(st.State) || strings.TrimSpace(cm.Data[n.Name]) == "" || cluster.IsWitness(n) {
 			continue
 		}
-		j := obs.jobs[v1beta1.JobTypeRestoreVM][n.Name]
+		j := obs.jobs[jobspec.RestoreVM][n.Name]
 		if j == nil {
 			job := s.newJob(JobSpec{
-				Name:            names.NodeJob(s.Plan.Name, v1beta1.JobTypeRestoreVM, n.Name),
+				Name:            names.NodeJob(s.Plan.Name, jobspec.RestoreVM, n.Name),
 				Component:       v1beta1.ComponentNodeUpgrade,
-				Labels:          map[string]string{v1beta1.LabelJobType: v1beta1.JobTypeRestoreVM, v1beta1.LabelNode: n.Name},
-				Command:         []string{"upgrade-toolkit", "restore-vm", "--node", n.Name, "--upgrade", s.Plan.Name},
+				Labels:          map[string]string{v1beta1.LabelJobType: jobspec.RestoreVM, v1beta1.LabelNode: n.Name},
+				Command:         jobspec.RestoreVMCommand(n.Name, s.Plan.Name),
 				BackoffLimit:    1,
 				DeadlineSeconds: restoreJobDeadline,
 			})

@@ -9,7 +9,6 @@ package phase
 import (
 	"context"
 	"fmt"
-	"maps"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/kept"
 )
 
 // Phase is the work of one pipeline step.
@@ -117,41 +117,31 @@ type Scope struct {
 	// PlanProgress reads Rancher's machine plans, kept across passes; nil
 	// reads them afresh each pass.
 	PlanProgress *cluster.PlanProgressReader
-	// Reuse keeps what a pass derives from the cache's lists until they
-	// change; nil derives it afresh each pass.
-	Reuse *Reuse
+	// Kept holds the lists a pass reads (managed nodes, Jobs, drain
+	// requests) from one pass to the next; nil reads them afresh each pass.
+	Kept *kept.Lists
 	// Events are recorded after the status write.
 	Events []Event
-	// sharedNodes: Plan's node map is still the one of the plan it was
-	// copied from (SetWorkingCopy); putNode copies it before the first
-	// change.
-	sharedNodes bool
+	// working is Plan as a working copy (SetWorkingCopy), whose node map
+	// changes only through putNode.
+	working kept.WorkingCopy
 }
 
 // SetWorkingCopy makes the pass's Plan a copy of plan, which may be the
-// cache's own: a deep copy, but for the node map (an entry per node), which
-// stays shared until the pass first changes an entry (putNode). Most passes
-// change no entry (they write a condition, or nothing), and a copy of every
-// entry on each of them cost a large cluster more than the rest of the
-// plan's copy.
+// cache's own (kept.Copy: its node map is shared until the first change).
 func (s *Scope) SetWorkingCopy(plan *v1beta1.UpgradePlan) {
-	rest := *plan
-	rest.Status.NodeUpgradeStatuses = nil
-	s.Plan = rest.DeepCopy()
-	s.Plan.Status.NodeUpgradeStatuses = plan.Status.NodeUpgradeStatuses
-	s.sharedNodes = true
+	s.working = kept.Copy(plan)
+	s.Plan = s.working.Plan
 }
 
 // putNode records a node's entry: every change of the node map goes
 // through here, so that a shared map is copied first.
 func (s *Scope) putNode(node string, ns v1beta1.NodeUpgradeStatus) {
-	st := &s.Plan.Status
-	if s.sharedNodes || st.NodeUpgradeStatuses == nil {
-		owned := make(map[string]v1beta1.NodeUpgradeStatus, len(st.NodeUpgradeStatuses)+1)
-		maps.Copy(owned, st.NodeUpgradeStatuses)
-		st.NodeUpgradeStatuses, s.sharedNodes = owned, false
+	if s.working.Plan != s.Plan {
+		// A Scope made without SetWorkingCopy owns its plan.
+		s.working = kept.Owned(s.Plan)
 	}
-	st.NodeUpgradeStatuses[node] = ns
+	s.working.PutNode(node, ns)
 }
 
 // Now returns the current time, truncated to the second the API stores.

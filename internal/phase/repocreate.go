@@ -26,7 +26,7 @@ func (RepoCreate) Name() string { return v1beta1.StepRepoCreate }
 // Run implements Phase.
 func (RepoCreate) Run(ctx context.Context, s *Scope) (Result, error) {
 	p := s.Plan
-	nodes, err := managedNodes(ctx, s)
+	nodes, err := s.Kept.ManagedNodes(ctx, s.Client)
 	if err != nil {
 		return Result{}, err
 	}

@@ -80,13 +80,16 @@ func PrepareRetry(ctx context.Context, s *Scope) (Result, error) {
 
 // Resume moves a failed plan back to the phase it failed in, and its failed
 // nodes back to the start of their failed step, recording in the failure
-// when and by which retry annotation value. Health-gate waits start over.
+// when and by which retry annotation value. Health-gate waits start over. It
+// reads what it needs first and changes the working copy only then: a read
+// that fails leaves it as it was.
 func Resume(ctx context.Context, s *Scope, retry string) error {
 	st := &s.Plan.Status
-	f := s.Plan.LastFailure()
 	now := metav1.NewTime(s.Now())
+	nodes := slices.Sorted(maps.Keys(st.NodeUpgradeStatuses))
+	entries := make([]v1beta1.NodeUpgradeStatus, len(nodes))
 	var moved []v1beta1.NodeRetry
-	for _, node := range slices.Sorted(maps.Keys(st.NodeUpgradeStatuses)) {
+	for i, node := range nodes {
 		ns := st.NodeUpgradeStatuses[node]
 		ns.HealthGateSince = nil
 		if to, ok := nodestate.RetryState(ns.State, ns.Reason); ok {
@@ -103,8 +106,12 @@ func Resume(ctx context.Context, s *Scope, retry string) error {
 				ns.PreviousBootID, ns.PreviousOSImage = n.Status.NodeInfo.BootID, n.Status.NodeInfo.OSImage
 			}
 		}
-		s.putNode(node, ns)
+		entries[i] = ns
 	}
+	for i, node := range nodes {
+		s.putNode(node, entries[i])
+	}
+	f := s.Plan.LastFailure()
 	f.RetriedAt, f.Retry, f.Nodes = &now, retry, moved
 	st.ObservedRetry = retry
 	pipeline.SetPhase(st, f.Phase, now.Time)

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/preflight"
 )
 
 // A step whose work reported success (a Job that exited 0) is not done until
@@ -18,28 +19,9 @@ import (
 // deadline (measured from when the work reported success), with the plan
 // Degraded once it has waited a while.
 
-// check is one verification, as a gate computes it on one pass.
-type check struct {
-	name    string
-	result  v1beta1.CheckResult
-	message string
-}
-
-func passed(name, format string, args ...any) check {
-	return check{name, v1beta1.CheckPassed, fmt.Sprintf(format, args...)}
-}
-
-func pendingCheck(name, format string, args ...any) check {
-	return check{name, v1beta1.CheckPending, fmt.Sprintf(format, args...)}
-}
-
-func failedCheck(name, format string, args ...any) check {
-	return check{name, v1beta1.CheckFailed, fmt.Sprintf(format, args...)}
-}
-
-func warningCheck(name, format string, args ...any) check {
-	return check{name, v1beta1.CheckWarning, fmt.Sprintf(format, args...)}
-}
+// A gate's checks give the toolkit's one verdict shape (preflight.Verdict);
+// the verdict's reason names the check, and status.checks records it as
+// <gate>/<reason>.
 
 // degradedAfter is how long a gate waits before it turns the plan Degraded:
 // a moment's lag between a Job's completion and the effect it waited for
@@ -62,7 +44,7 @@ type gate struct {
 // verify records the gate's checks in the plan's status and says where the
 // step stands: done when every check passed (or only warns), failed when a
 // check failed or a pending one outlived the deadline, waiting otherwise.
-func (s *Scope) verify(g gate, checks []check) Result {
+func (s *Scope) verify(g gate, checks []preflight.Verdict) Result {
 	wasVerified := s.gatePassed(g.name)
 	if retried := s.Plan.RetriedAt(); retried.After(g.since) {
 		// A retry gives the gate its whole deadline again.
@@ -70,14 +52,14 @@ func (s *Scope) verify(g gate, checks []check) Result {
 	}
 	var failures, waits, warnings []string
 	for _, c := range checks {
-		s.setCheck(g.name+"/"+c.name, c.result, c.message)
-		switch c.result {
+		s.setCheck(g.name+"/"+string(c.Reason), c.Result, c.Message)
+		switch c.Result {
 		case v1beta1.CheckFailed:
-			failures = append(failures, c.message)
+			failures = append(failures, c.Message)
 		case v1beta1.CheckPending:
-			waits = append(waits, c.message)
+			waits = append(waits, c.Message)
 		case v1beta1.CheckWarning:
-			warnings = append(warnings, c.message)
+			warnings = append(warnings, c.Message)
 		}
 	}
 	deadline := g.since.Add(g.deadline)
@@ -99,8 +81,8 @@ func (s *Scope) verify(g gate, checks []check) Result {
 	if !wasVerified {
 		msg := make([]string, 0, len(checks))
 		for _, c := range checks {
-			if c.result == v1beta1.CheckPassed {
-				msg = append(msg, c.message)
+			if c.Result == v1beta1.CheckPassed {
+				msg = append(msg, c.Message)
 			}
 		}
 		s.Event(corev1.EventTypeNormal, v1beta1.EventVerified, "Verified %s: %s", g.what, strings.Join(msg, "; "))

@@ -48,20 +48,64 @@ type AdmissionFacts struct {
 	Addons []harvesterv1beta1.Addon
 }
 
-// AdmissionResult is the verdict on a plan: every reason to refuse it, each
-// with the field it concerns, and warnings about risky but allowed choices.
+// AdmissionResult is the verdict on a plan: the verdicts of its checks. The
+// API server's answer is made of the failed ones, every reason to refuse the
+// plan with the field it concerns, and the warnings about risky but allowed
+// choices.
 type AdmissionResult struct {
-	Errors   field.ErrorList
-	Warnings []string
+	Verdicts []Verdict
 }
 
-func (r *AdmissionResult) add(o AdmissionResult) {
-	r.Errors = append(r.Errors, o.Errors...)
-	r.Warnings = append(r.Warnings, o.Warnings...)
+func (r *AdmissionResult) add(o AdmissionResult) { r.Verdicts = append(r.Verdicts, o.Verdicts...) }
+
+// refuse adds a refusal of a field; judged names its check.
+func (r *AdmissionResult) refuse(errs ...*field.Error) {
+	for _, e := range errs {
+		r.Verdicts = append(r.Verdicts, Refused("", e))
+	}
+}
+
+// warn adds a warning; judged names its check.
+func (r *AdmissionResult) warn(format string, args ...any) {
+	r.Verdicts = append(r.Verdicts, Warning("", format, args...))
+}
+
+// Errors are the reasons to refuse the plan, each with its field.
+func (r AdmissionResult) Errors() field.ErrorList {
+	var errs field.ErrorList
+	for _, v := range r.Verdicts {
+		if v.Result == v1beta1.CheckFailed {
+			errs = append(errs, v.Field)
+		}
+	}
+	return errs
+}
+
+// Warnings are the messages of the checks that warned.
+func (r AdmissionResult) Warnings() []string {
+	var out []string
+	for _, v := range r.Verdicts {
+		if v.Result == v1beta1.CheckWarning {
+			out = append(out, v.Message)
+		}
+	}
+	return out
 }
 
 // Allowed reports whether the plan may pass.
-func (r AdmissionResult) Allowed() bool { return len(r.Errors) == 0 }
+func (r AdmissionResult) Allowed() bool { return len(r.Errors()) == 0 }
+
+// judged names the check of r's verdicts, reason, and says that it passed,
+// what it found, when it gave none.
+func judged(reason Reason, passes string, r AdmissionResult) AdmissionResult {
+	if len(r.Verdicts) == 0 {
+		return AdmissionResult{Verdicts: []Verdict{Passed(reason, "%s", passes)}}
+	}
+	for i := range r.Verdicts {
+		r.Verdicts[i].Reason = reason
+	}
+	return r
+}
 
 // AdmissionChecksSkipped reports whether the plan bypasses the checks of the
 // cluster's state (annotation skip-webhook "true"). Its own fields and
@@ -76,39 +120,67 @@ func AdmissionChecksSkipped(p *v1beta1.UpgradePlan) bool {
 // what they find in its status instead of being refused for it.
 func AdmissionChecksDeferred(p *v1beta1.UpgradePlan) bool { return p.IsDryRun() }
 
+// The admission checks, by reason.
+const (
+	ReasonPlanName                 Reason = "PlanName"
+	ReasonAnnotations              Reason = "Annotations"
+	ReasonForce                    Reason = "Force"
+	ReasonVersionOrImage           Reason = "VersionOrImage"
+	ReasonNoOtherPlan              Reason = "NoOtherPlan"
+	ReasonNodesReady               Reason = "NodesReady"
+	ReasonClusterReady             Reason = "ClusterReady"
+	ReasonMachines                 Reason = "Machines"
+	ReasonLonghornHealthy          Reason = "LonghornHealthy"
+	ReasonSingleReplicaVolumes     Reason = "SingleReplicaVolumes"
+	ReasonNoBackupRunning          Reason = "NoBackupRunning"
+	ReasonBackupSchedulesSuspended Reason = "BackupSchedulesSuspended"
+	ReasonVMsMigratable            Reason = "VMsMigratable"
+	ReasonManagedChartsReady       Reason = "ManagedChartsReady"
+	ReasonAddonsSettled            Reason = "AddonsSettled"
+	ReasonPauseNodesManaged        Reason = "PauseNodesManaged"
+	ReasonRetry                    Reason = "Retry"
+	ReasonChangeWhileRunning       Reason = "ChangeWhileRunning"
+	ReasonDeletion                 Reason = "Deletion"
+)
+
 // admissionCheck judges one aspect of the cluster for a new plan.
-type admissionCheck func(p *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult
+type admissionCheck struct {
+	reason Reason
+	// passes says what a plan that passes the check was found to have.
+	passes string
+	judge  func(p *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult
+}
 
 // admissionChecks run, all of them, on every plan created without
 // skip-webhook.
 var admissionChecks = []admissionCheck{
-	admitVersionOrImage,
-	admitNoOtherPlan,
-	admitNodesReady,
-	admitClusterReady,
-	admitMachines,
-	admitLonghornHealthy,
-	admitSingleReplicaVolumes,
-	admitNoBackupRunning,
-	admitBackupSchedulesSuspended,
-	admitVMsMigratable,
-	admitManagedChartsReady,
-	admitAddonsSettled,
-	admitPauseNodesManaged,
+	{ReasonVersionOrImage, "the release to upgrade to exists", admitVersionOrImage},
+	{ReasonNoOtherPlan, "no other upgrade runs or waits", admitNoOtherPlan},
+	{ReasonNodesReady, "every managed node is Ready and schedulable", admitNodesReady},
+	{ReasonClusterReady, "Rancher's provisioning Cluster is ready", admitClusterReady},
+	{ReasonMachines, "every Machine runs, one for each node", admitMachines},
+	{ReasonLonghornHealthy, "no Longhorn volume is degraded", admitLonghornHealthy},
+	{ReasonSingleReplicaVolumes, "no volume depends on a single replica", admitSingleReplicaVolumes},
+	{ReasonNoBackupRunning, "no VM backup or snapshot is in progress", admitNoBackupRunning},
+	{ReasonBackupSchedulesSuspended, "no VM backup schedule is active", admitBackupSchedulesSuspended},
+	{ReasonVMsMigratable, "every running VM can leave its node", admitVMsMigratable},
+	{ReasonManagedChartsReady, "every ManagedChart is ready", admitManagedChartsReady},
+	{ReasonAddonsSettled, "every addon is settled", admitAddonsSettled},
+	{ReasonPauseNodesManaged, "every node in pauseNodes is a managed node", admitPauseNodesManaged},
 }
 
 // AdmitCreate judges a new plan: its name and annotations, and, unless
 // AdmissionChecksSkipped, the state of the cluster in facts (nil when the
 // checks are skipped or deferred: only the plan itself is judged then). Every check runs; the result lists every failure.
 func AdmitCreate(p *v1beta1.UpgradePlan, facts *AdmissionFacts) AdmissionResult {
-	r := admitName(p)
-	r.add(admitAnnotations(nil, p.Annotations))
-	r.add(admissionForceWarning(nil, p))
+	r := judged(ReasonPlanName, "the name can prefix the names of the upgrade's objects", admitName(p))
+	r.add(judged(ReasonAnnotations, "the annotations are valid", admitAnnotations(nil, p.Annotations)))
+	r.add(judged(ReasonForce, "the eligibility check is not skipped", admissionForceWarning(nil, p)))
 	if AdmissionChecksSkipped(p) || facts == nil {
 		return r
 	}
 	for _, check := range admissionChecks {
-		r.add(check(p, facts))
+		r.add(judged(check.reason, check.passes, check.judge(p, facts)))
 	}
 	return r
 }
@@ -120,11 +192,15 @@ var admissionSpecPath = field.NewPath("spec")
 var admissionPauseNodesPath = field.NewPath("spec", "nodeUpgradeOption", "pauseNodes")
 
 func admissionRefuse(msg string, args ...any) AdmissionResult {
-	return AdmissionResult{Errors: field.ErrorList{field.Forbidden(admissionSpecPath, fmt.Sprintf(msg, args...))}}
+	var r AdmissionResult
+	r.refuse(field.Forbidden(admissionSpecPath, fmt.Sprintf(msg, args...)))
+	return r
 }
 
 func admissionWarn(msg string, args ...any) AdmissionResult {
-	return AdmissionResult{Warnings: []string{fmt.Sprintf(msg, args...)}}
+	var r AdmissionResult
+	r.warn(msg, args...)
+	return r
 }
 
 // notFound is field.NotFound with a detail that says what to do.

@@ -26,22 +26,22 @@ func admitVersionOrImage(p *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionRes
 		image := *p.Spec.Image
 		switch {
 		case strings.Contains(image, "/"):
-			r.Errors = append(r.Errors, field.Invalid(path, image,
+			r.refuse(field.Invalid(path, image,
 				"must be the plain name of a VirtualMachineImage in harvester-system, without a namespace"))
 		case !f.ImageExists:
-			r.Errors = append(r.Errors, admissionNotFound(path, image, fmt.Sprintf(
+			r.refuse(admissionNotFound(path, image, fmt.Sprintf(
 				"no VirtualMachineImage %q in %s; upload or download the release ISO as an image there first "+
 					"(kubectl get virtualmachineimages -n %[2]s lists them)", image, cluster.HarvesterNamespace)))
 		}
 	case p.Spec.Version != nil:
 		if !f.VersionExists {
 			version := *p.Spec.Version
-			r.Errors = append(r.Errors, admissionNotFound(admissionSpecPath.Child("version"), version, fmt.Sprintf(
+			r.refuse(admissionNotFound(admissionSpecPath.Child("version"), version, fmt.Sprintf(
 				"no Version %q in %s; create it first (kubectl get versions.harvesterhci.io -n %[2]s lists them), "+
 					"or set spec.image to an image holding the release ISO", version, cluster.HarvesterNamespace)))
 		}
 	default:
-		r.Errors = append(r.Errors, field.Required(admissionSpecPath.Child("version"), "set spec.version or spec.image"))
+		r.refuse(field.Required(admissionSpecPath.Child("version"), "set spec.version or spec.image"))
 	}
 	return r
 }
@@ -296,7 +296,7 @@ func admitVMsMigratable(p *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResu
 		}
 		return r
 	}
-	r.Errors = append(r.Errors, field.Forbidden(admissionSpecPath.Child("restoreVM"), fmt.Sprintf(
+	r.refuse(field.Forbidden(admissionSpecPath.Child("restoreVM"), fmt.Sprintf(
 		"VMs that cannot be live-migrated must be shut off before the upgrade: %s; shut them down, "+
 			"or set spec.restoreVM: true to let the upgrade shut them down and restart them after their node is upgraded",
 		admissionNames(names))))
@@ -357,7 +357,9 @@ func admitAddonsSettled(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResu
 // admitPauseNodesManaged: a paused name that is no managed node would never
 // be reached, and is most likely a typo.
 func admitPauseNodesManaged(p *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
-	return AdmissionResult{Errors: admissionPauseNodeErrors(p.PauseNodes(), nil, admissionNodeNames(admissionManagedNodes(f.Nodes)))}
+	var r AdmissionResult
+	r.refuse(admissionPauseNodeErrors(p.PauseNodes(), nil, admissionNodeNames(admissionManagedNodes(f.Nodes)))...)
+	return r
 }
 
 // admissionPauseNodeErrors checks the entries of pauseNodes that are not in before

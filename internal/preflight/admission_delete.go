@@ -16,9 +16,14 @@ import (
 // ValidatingWebhookConfiguration that enforces this, for the last-resort
 // advice.
 func AdmitDelete(p *v1beta1.UpgradePlan, webhookConfiguration string) AdmissionResult {
+	return judged(ReasonDeletion, "the plan has finished or not started", admitDelete(p, webhookConfiguration))
+}
+
+func admitDelete(p *v1beta1.UpgradePlan, webhookConfiguration string) AdmissionResult {
+	var r AdmissionResult
 	phase := p.Status.CurrentPhase
 	if p.IsFinished() || !p.IsStarted() {
-		return AdmissionResult{}
+		return r
 	}
 	metadata := field.NewPath("metadata")
 	switch phase {
@@ -27,18 +32,20 @@ func AdmitDelete(p *v1beta1.UpgradePlan, webhookConfiguration string) AdmissionR
 		if phase == v1beta1.PhaseNodeUpgrading {
 			what = "the nodes are"
 		}
-		return AdmissionResult{Errors: field.ErrorList{field.Forbidden(metadata, fmt.Sprintf(
+		r.refuse(field.Forbidden(metadata, fmt.Sprintf(
 			"cannot delete UpgradePlan %q while %s being upgraded (phase %s), whatever its annotations: stopping now leaves the "+
 				"cluster half-upgraded. Wait until it reaches Succeeded or Failed; if it is stuck, `kubectl describe upgradeplan %[1]s` "+
 				"shows what it waits for (the Progressing condition and the events): fix that and it carries on. "+
 				"As a last resort, delete the ValidatingWebhookConfiguration %[4]s to remove the plan, knowing the cluster stays part-upgraded",
-			p.Name, what, phase, webhookConfiguration))}}
+			p.Name, what, phase, webhookConfiguration)))
+		return r
 	}
 	if allow, _ := p.AllowDeletion(); !allow { // a bad value allows nothing
-		return AdmissionResult{Errors: field.ErrorList{field.Forbidden(metadata.Child("annotations").Key(v1beta1.AnnotationAllowDeletion), fmt.Sprintf(
+		r.refuse(field.Forbidden(metadata.Child("annotations").Key(v1beta1.AnnotationAllowDeletion), fmt.Sprintf(
 			"cannot delete UpgradePlan %q while it runs (phase %s): deleting it stops the upgrade and removes what it created. "+
 				"To delete it anyway, first run `kubectl annotate upgradeplan %[1]s %[3]s=true`",
-			p.Name, phase, v1beta1.AnnotationAllowDeletion))}}
+			p.Name, phase, v1beta1.AnnotationAllowDeletion)))
+		return r
 	}
 	return admissionWarn("deleting UpgradePlan %q in phase %s: the upgrade stops in this phase and its cleanup removes what it created", p.Name, phase)
 }

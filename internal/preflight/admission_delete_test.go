@@ -41,8 +41,8 @@ func TestAdmitDelete(t *testing.T) {
 				t.Errorf("phase %q allow=%v: got %q; want %q…", phase, allow, got, want)
 			}
 			started := phase != "" && !phase.IsTerminal()
-			if allowed := want == ""; allowed && started != (len(r.Warnings) == 1) {
-				t.Errorf("phase %q allow=%v: warnings %q", phase, allow, r.Warnings)
+			if allowed := want == ""; allowed && started != (len(r.Warnings()) == 1) {
+				t.Errorf("phase %q allow=%v: warnings %q", phase, allow, r.Warnings())
 			}
 		}
 	}

@@ -17,22 +17,24 @@ var admissionPlanName = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 // admitName: the API server accepts dots and a leading digit in the name of
 // a cluster-scoped object; the objects the plan creates would not.
 func admitName(p *v1beta1.UpgradePlan) AdmissionResult {
-	if msg := PlanNameProblem(p.Name); msg != "" {
-		return AdmissionResult{Errors: field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), p.Name, msg)}}
+	var r AdmissionResult
+	if v := PlanName(p.Name); v.Result == v1beta1.CheckFailed {
+		r.refuse(field.Invalid(field.NewPath("metadata", "name"), p.Name, v.Message))
 	}
-	return AdmissionResult{}
+	return r
 }
 
-// PlanNameProblem says what is wrong with a plan's name, "" when nothing:
-// the webhook refuses such a plan, and the manager fails one that got past
-// it (written with the webhook off) before it creates anything.
-func PlanNameProblem(name string) string {
+// PlanName checks a plan's name: the webhook refuses a plan whose name
+// fails, and the manager fails one that got past it (written with the
+// webhook off) before it creates anything. The message of a failure says
+// what the name must be.
+func PlanName(name string) Verdict {
 	if admissionPlanName.MatchString(name) {
-		return ""
+		return Passed(ReasonPlanName, "metadata.name %q can prefix the names of the upgrade's objects", name)
 	}
-	return "must start with a lowercase letter and contain only lowercase letters, digits and '-' (no '.'), " +
-		"because it prefixes the names of the Services and Jobs the upgrade creates; " +
-		"e.g. use generateName: hvst-upgrade-"
+	return Failed(ReasonPlanName, "%s", "must start with a lowercase letter and contain only lowercase letters, digits and '-' (no '.'), "+
+		"because it prefixes the names of the Services and Jobs the upgrade creates; "+
+		"e.g. use generateName: hvst-upgrade-")
 }
 
 // admissionBoolAnnotations take "true" or "false" and nothing else: the toolkit acts
@@ -75,10 +77,10 @@ func admitAnnotations(before, after map[string]string) AdmissionResult {
 		}
 		switch on, err := v1beta1.ParseBoolAnnotation(v); {
 		case err != nil:
-			r.Errors = append(r.Errors, field.Invalid(path.Key(key), v, err.Error()))
+			r.refuse(field.Invalid(path.Key(key), v, err.Error()))
 		case on:
 			if risk, ok := admissionRiskyWhenTrue[key]; ok {
-				r.Warnings = append(r.Warnings, fmt.Sprintf("%s=true: %s", key, risk))
+				r.warn("%s=true: %s", key, risk)
 			}
 		}
 	}
@@ -86,21 +88,21 @@ func admitAnnotations(before, after map[string]string) AdmissionResult {
 		days, err := v1beta1.ParseMinCertsExpirationInDay(v)
 		switch {
 		case err != nil:
-			r.Errors = append(r.Errors, field.Invalid(path.Key(v1beta1.AnnotationMinCertsExpirationInDay), v, err.Error()))
+			r.refuse(field.Invalid(path.Key(v1beta1.AnnotationMinCertsExpirationInDay), v, err.Error()))
 		case days < v1beta1.DefaultMinCertsExpirationInDay:
-			r.Warnings = append(r.Warnings, fmt.Sprintf("%s=%d: the upgrade starts even if the API server's certificate "+
+			r.warn("%s=%d: the upgrade starts even if the API server's certificate "+
 				"expires within %[2]d days (default %d); rotate the RKE2 certificates first if it does",
-				v1beta1.AnnotationMinCertsExpirationInDay, days, v1beta1.DefaultMinCertsExpirationInDay))
+				v1beta1.AnnotationMinCertsExpirationInDay, days, v1beta1.DefaultMinCertsExpirationInDay)
 		}
 	}
 	if v, ok := changed(v1beta1.AnnotationUpgradeToolkitImage); ok {
 		if err := admissionImageRepository(v); err != nil {
-			r.Errors = append(r.Errors, field.Invalid(path.Key(v1beta1.AnnotationUpgradeToolkitImage), v, fmt.Sprintf(
+			r.refuse(field.Invalid(path.Key(v1beta1.AnnotationUpgradeToolkitImage), v, fmt.Sprintf(
 				"must be an image repository without a tag or digest, e.g. %q or \"registry.example.com:5000/harvester/upgrade-toolkit\"; "+
 					"the tag comes from spec.upgrade (%v)", v1beta1.DefaultUpgradeToolkitRepository, err)))
 		} else {
-			r.Warnings = append(r.Warnings, fmt.Sprintf("%s: the upgrade runs %s instead of %s",
-				v1beta1.AnnotationUpgradeToolkitImage, v, v1beta1.DefaultUpgradeToolkitRepository))
+			r.warn("%s: the upgrade runs %s instead of %s",
+				v1beta1.AnnotationUpgradeToolkitImage, v, v1beta1.DefaultUpgradeToolkitRepository)
 		}
 	}
 	return r

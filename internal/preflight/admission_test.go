@@ -104,7 +104,7 @@ func healthyFacts() *AdmissionFacts {
 
 func errorStrings(r AdmissionResult) []string {
 	var out []string
-	for _, e := range r.Errors {
+	for _, e := range r.Errors() {
 		out = append(out, e.Error())
 	}
 	return out
@@ -112,8 +112,37 @@ func errorStrings(r AdmissionResult) []string {
 
 func TestAdmitCreateHealthyClusterPasses(t *testing.T) {
 	r := AdmitCreate(testPlan(), healthyFacts())
-	if !r.Allowed() || len(r.Warnings) > 0 {
-		t.Fatalf("healthy cluster: errors %v, warnings %v", errorStrings(r), r.Warnings)
+	if !r.Allowed() || len(r.Warnings()) > 0 {
+		t.Fatalf("healthy cluster: errors %v, warnings %v", errorStrings(r), r.Warnings())
+	}
+}
+
+// TestEveryAdmissionCheckGivesAVerdict: each check says it passed, or why
+// not, under its own reason.
+func TestEveryAdmissionCheckGivesAVerdict(t *testing.T) {
+	reasons := func(r AdmissionResult, result v1beta1.CheckResult) map[Reason]bool {
+		out := map[Reason]bool{}
+		for _, v := range r.Verdicts {
+			if v.Reason == "" || v.Message == "" {
+				t.Errorf("verdict without a reason or a message: %+v", v)
+			}
+			if v.Result == result {
+				out[v.Reason] = true
+			}
+		}
+		return out
+	}
+	passed := reasons(AdmitCreate(testPlan(), healthyFacts()), v1beta1.CheckPassed)
+	for _, c := range append(admissionChecks, admissionCheck{reason: ReasonPlanName}, admissionCheck{reason: ReasonAnnotations}) {
+		if !passed[c.reason] {
+			t.Errorf("check %s gave no passing verdict on a healthy cluster", c.reason)
+		}
+	}
+	f := healthyFacts()
+	f.Nodes[0].Spec.Unschedulable = true
+	r := AdmitCreate(testPlan(), f)
+	if failed := reasons(r, v1beta1.CheckFailed); !failed[ReasonNodesReady] || len(failed) != 1 {
+		t.Errorf("a cordoned node fails %v, want %s alone: %v", failed, ReasonNodesReady, errorStrings(r))
 	}
 }
 
@@ -372,13 +401,13 @@ func TestAdmitCreateAllows(t *testing.T) {
 				t.Fatalf("refused: %v", errorStrings(r))
 			}
 			if tt.warn == "" {
-				if len(r.Warnings) > 0 {
-					t.Errorf("unexpected warnings %q", r.Warnings)
+				if len(r.Warnings()) > 0 {
+					t.Errorf("unexpected warnings %q", r.Warnings())
 				}
 				return
 			}
-			if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], tt.warn) {
-				t.Errorf("warnings %q; want one containing %q", r.Warnings, tt.warn)
+			if len(r.Warnings()) != 1 || !strings.Contains(r.Warnings()[0], tt.warn) {
+				t.Errorf("warnings %q; want one containing %q", r.Warnings(), tt.warn)
 			}
 		})
 	}
@@ -415,8 +444,8 @@ func TestAdmitCreateSkipWebhook(t *testing.T) {
 	if !r.Allowed() {
 		t.Fatalf("skip-webhook refused: %v", errorStrings(r))
 	}
-	if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "skip-webhook=true: the cluster's health") {
-		t.Errorf("warnings %q", r.Warnings)
+	if len(r.Warnings()) != 1 || !strings.Contains(r.Warnings()[0], "skip-webhook=true: the cluster's health") {
+		t.Errorf("warnings %q", r.Warnings())
 	}
 	// The plan's own annotations are still validated.
 	p.Annotations[v1beta1.AnnotationMinCertsExpirationInDay] = "soon"

@@ -19,23 +19,26 @@ import (
 // never judged again, so an update of the plan's metadata cannot fail on it.
 // managedNodeNames may be nil when UpdateNeedsNodes is false.
 func AdmitUpdate(before, after *v1beta1.UpgradePlan, managedNodeNames []string) AdmissionResult {
-	r := admitAnnotations(before.Annotations, after.Annotations)
-	r.add(admissionForceWarning(before, after))
-	r.add(admitRetry(before, after))
+	r := judged(ReasonAnnotations, "the annotations are valid", admitAnnotations(before.Annotations, after.Annotations))
+	r.add(judged(ReasonForce, "the eligibility check is not skipped", admissionForceWarning(before, after)))
+	r.add(judged(ReasonRetry, "no retry asked for, or one the plan can take", admitRetry(before, after)))
 	// A plan that waits for a retry is judged as a running one: it goes on
 	// from where it failed.
 	if after.IsFinished() && !after.AwaitsRetry() {
 		if after.IsPaused() && !before.IsPaused() {
-			r.add(admissionWarn("spec.paused has no effect: the plan has finished (phase %s)", after.Status.CurrentPhase))
+			r.add(judged(ReasonChangeWhileRunning, "", admissionWarn("spec.paused has no effect: the plan has finished (phase %s)", after.Status.CurrentPhase)))
 		}
 		return r
 	}
-	r.Errors = append(r.Errors, admissionPauseNodeErrors(after.PauseNodes(), before.PauseNodes(), managedNodeNames)...)
+	var pauseNodes AdmissionResult
+	pauseNodes.refuse(admissionPauseNodeErrors(after.PauseNodes(), before.PauseNodes(), managedNodeNames)...)
+	r.add(judged(ReasonPauseNodesManaged, "every node added to pauseNodes is a managed node", pauseNodes))
 	if !before.IsStarted() {
 		return r
 	}
 	detail := fmt.Sprintf("cannot be changed while the upgrade runs (phase %s); only spec.paused, "+
 		"spec.nodeUpgradeOption.pauseNodes and the annotations can", before.Status.CurrentPhase)
+	var changed AdmissionResult
 	for _, f := range []struct {
 		name          string
 		before, after any
@@ -45,9 +48,10 @@ func AdmitUpdate(before, after *v1beta1.UpgradePlan, managedNodeNames []string) 
 		{"imagePreloadOption", before.Spec.ImagePreloadOption, after.Spec.ImagePreloadOption},
 	} {
 		if !apiequality.Semantic.DeepEqual(f.before, f.after) {
-			r.Errors = append(r.Errors, field.Forbidden(admissionSpecPath.Child(f.name), detail))
+			changed.refuse(field.Forbidden(admissionSpecPath.Child(f.name), detail))
 		}
 	}
+	r.add(judged(ReasonChangeWhileRunning, "only what may change while the upgrade runs changed", changed))
 	return r
 }
 
@@ -73,15 +77,15 @@ func admitRetry(before, after *v1beta1.UpgradePlan) AdmissionResult {
 	f := after.LastFailure()
 	switch {
 	case after.AwaitsRetry() && v == after.Status.ObservedRetry:
-		r.Errors = append(r.Errors, field.Invalid(path, v, "this value was already used: set another one, e.g. the time (date +%s)"))
+		r.refuse(field.Invalid(path, v, "this value was already used: set another one, e.g. the time (date +%s)"))
 	case after.AwaitsRetry():
-		r.Warnings = append(r.Warnings, fmt.Sprintf("retrying from phase %s after: %s", f.Phase, f.Message))
+		r.warn("retrying from phase %s after: %s", f.Phase, f.Message)
 	case after.Status.CurrentPhase != v1beta1.PhaseFailed:
-		r.Errors = append(r.Errors, field.Forbidden(path, fmt.Sprintf("the plan has not failed (phase %q): there is nothing to retry", after.Status.CurrentPhase)))
+		r.refuse(field.Forbidden(path, fmt.Sprintf("the plan has not failed (phase %q): there is nothing to retry", after.Status.CurrentPhase)))
 	case f == nil || f.RetryDeadline == nil:
-		r.Errors = append(r.Errors, field.Forbidden(path, "a retry cannot cure this failure; change what it names and create a new plan"))
+		r.refuse(field.Forbidden(path, "a retry cannot cure this failure; change what it names and create a new plan"))
 	default:
-		r.Errors = append(r.Errors, field.Forbidden(path, fmt.Sprintf("the plan was not retried by %s and has been cleaned up: create a new plan",
+		r.refuse(field.Forbidden(path, fmt.Sprintf("the plan was not retried by %s and has been cleaned up: create a new plan",
 			f.RetryDeadline.UTC().Format(time.RFC3339))))
 	}
 	return r

@@ -126,12 +126,12 @@ func TestAdmitUpdate(t *testing.T) {
 					t.Errorf("error %q does not contain %q", got[i], tt.errs[i])
 				}
 			}
-			if len(r.Warnings) != len(tt.warns) {
-				t.Fatalf("warnings %q; want %q", r.Warnings, tt.warns)
+			if len(r.Warnings()) != len(tt.warns) {
+				t.Fatalf("warnings %q; want %q", r.Warnings(), tt.warns)
 			}
-			for i := range r.Warnings {
-				if !strings.Contains(r.Warnings[i], tt.warns[i]) {
-					t.Errorf("warning %q does not contain %q", r.Warnings[i], tt.warns[i])
+			for i := range r.Warnings() {
+				if !strings.Contains(r.Warnings()[i], tt.warns[i]) {
+					t.Errorf("warning %q does not contain %q", r.Warnings()[i], tt.warns[i])
 				}
 			}
 		})
@@ -166,8 +166,8 @@ func TestUpdateNeedsNodes(t *testing.T) {
 			t.Errorf("%s: UpdateNeedsNodes = %v, want %v", tc.name, got, tc.want)
 		}
 		if !tc.want {
-			if r := AdmitUpdate(tc.before, tc.after, nil); len(r.Errors) != 0 {
-				t.Errorf("%s: without the nodes AdmitUpdate refuses: %v", tc.name, r.Errors)
+			if r := AdmitUpdate(tc.before, tc.after, nil); len(r.Errors()) != 0 {
+				t.Errorf("%s: without the nodes AdmitUpdate refuses: %v", tc.name, r.Errors())
 			}
 		}
 	}

@@ -28,7 +28,7 @@ func FuzzAdmitAnnotations(f *testing.F) {
 		after := before.DeepCopy()
 		after.Annotations = map[string]string{key: value}
 		r := AdmitUpdate(before, after, []string{"n1"})
-		for _, e := range r.Errors {
+		for _, e := range r.Errors() {
 			msg := e.Error()
 			if !strings.Contains(msg, key) || len(e.Detail) < 10 {
 				t.Fatalf("error %q for %s=%q does not name the annotation or say what is wanted", msg, key, value)

@@ -11,6 +11,8 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 )
 
 const gi = uint64(1 << 30)
@@ -23,7 +25,15 @@ func TestDiskSpace(t *testing.T) {
 		{Node: "strict", Filesystem: "imagefs", CapacityBytes: 100 * gi, UsedBytes: 50 * gi, ImageGCHighThresholdPercent: 60},
 		{Node: "empty", Filesystem: "imagefs"},
 	}
-	got := DiskSpace(disks, NewImagesSize)
+	var got []string
+	for _, v := range DiskSpace(disks, NewImagesSize) {
+		if v.Reason != ReasonDiskSpace {
+			t.Errorf("verdict %+v is not of the disk-space check", v)
+		}
+		if v.Result == v1beta1.CheckFailed {
+			got = append(got, v.Message)
+		}
+	}
 	if len(got) != 3 {
 		t.Fatalf("got %d problems, want 3: %q", len(got), got)
 	}
@@ -52,23 +62,24 @@ func TestCertExpiry(t *testing.T) {
 		return out
 	}
 	tests := []struct {
-		name  string
-		certs []ServedCert
-		min   time.Duration
-		want  string
+		name   string
+		certs  []ServedCert
+		min    time.Duration
+		result v1beta1.CheckResult
+		want   string
 	}{
-		{"all far", served(365, 30), week, ""},
-		{"exactly the minimum is enough", served(7), week, ""},
-		{"earliest too close", served(365, 3, 5), week, `"kube-apiserver-b" served at [fd00::1]:6443 expires in 3.0 days`},
-		{"expired", served(-2), week, "expired 2.0 days ago"},
-		{"custom minimum", served(20), 30 * 24 * time.Hour, "less than the required 30 days"},
-		{"nothing served", nil, week, ""},
+		{"all far", served(365, 30), week, v1beta1.CheckPassed, `"kube-apiserver-b" served at [fd00::1]:6443 expires at`},
+		{"exactly the minimum is enough", served(7), week, v1beta1.CheckPassed, "after the required 7 days"},
+		{"earliest too close", served(365, 3, 5), week, v1beta1.CheckFailed, `"kube-apiserver-b" served at [fd00::1]:6443 expires in 3.0 days`},
+		{"expired", served(-2), week, v1beta1.CheckFailed, "expired 2.0 days ago"},
+		{"custom minimum", served(20), 30 * 24 * time.Hour, v1beta1.CheckFailed, "less than the required 30 days"},
+		{"nothing served", nil, week, v1beta1.CheckPending, "no certificate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := CertExpiry(tt.certs, now, tt.min)
-			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
-				t.Errorf("CertExpiry = %q, want %q", got, tt.want)
+			if got.Reason != ReasonCertExpiry || got.Result != tt.result || !strings.Contains(got.Message, tt.want) {
+				t.Errorf("CertExpiry = %+v, want %s with %q", got, tt.result, tt.want)
 			}
 		})
 	}

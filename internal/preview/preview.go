@@ -28,43 +28,32 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/release"
 )
 
-// Verdict is the outcome of one check.
-type Verdict string
-
-// The verdicts. Only Fail stops the upgrade.
+// The preview's checks, by reason: the admission checks the webhook runs
+// when the plan is created, and the version rules.
 const (
-	Pass Verdict = "pass"
-	Warn Verdict = "warn"
-	Fail Verdict = "fail"
+	ReasonAdmission   preflight.Reason = "admission"
+	ReasonEligibility preflight.Reason = "eligibility"
 )
 
-// Check is the verdict of one check, with what to do about it.
-type Check struct {
-	Name    string  `json:"name"`
-	Verdict Verdict `json:"verdict"`
-	Message string  `json:"message"`
-	// Fix says how to make the check pass, when the message does not.
-	Fix string `json:"fix,omitempty"`
-}
-
-// Report is the preview of an upgrade.
+// Report is the preview of an upgrade; its JSON form is reportJSON.
 type Report struct {
 	// Target is the Version or the image the plan would install.
-	Target string `json:"target"`
+	Target string
 	// RunningVersion is the cluster's Harvester version (setting
 	// server-version), "" when unknown.
-	RunningVersion string `json:"runningVersion,omitempty"`
+	RunningVersion string
 	// WouldRun: no check failed; a plan with this spec would start.
-	WouldRun bool    `json:"wouldRun"`
-	Checks   []Check `json:"checks"`
+	WouldRun bool
+	// Checks are the verdicts; only a failed one stops the upgrade.
+	Checks []preflight.Verdict
 	// NotChecked lists what only the upgrade itself checks, and when.
-	NotChecked []string `json:"notChecked"`
+	NotChecked []string
 	// Nodes are the managed nodes in the order they are upgraded.
-	Nodes []Node `json:"nodes"`
+	Nodes []Node
 	// VolumesAtRisk are the Longhorn volumes that can lose data or access
 	// while the nodes reboot in turn.
-	VolumesAtRisk []Volume `json:"volumesAtRisk"`
-	Estimate      Estimate `json:"estimate"`
+	VolumesAtRisk []Volume
+	Estimate      Estimate
 }
 
 // Node is one node's part of the upgrade.
@@ -167,7 +156,7 @@ func Build(plan *v1beta1.UpgradePlan, f *Facts) Report {
 	rep.VolumesAtRisk = volumesAtRisk(f.Admission)
 	rep.Nodes = nodes(plan, f.Admission, rep.VolumesAtRisk)
 	rep.Estimate = estimate(rep.Nodes)
-	rep.WouldRun = !slices.ContainsFunc(rep.Checks, func(c Check) bool { return c.Verdict == Fail })
+	rep.WouldRun = !slices.ContainsFunc(rep.Checks, func(c preflight.Verdict) bool { return c.Result == v1beta1.CheckFailed })
 	return rep
 }
 
@@ -182,22 +171,21 @@ func target(plan *v1beta1.UpgradePlan) string {
 }
 
 // admissionChecks runs the checks the webhook runs when the plan is created.
-func admissionChecks(plan *v1beta1.UpgradePlan, f *preflight.AdmissionFacts) []Check {
+func admissionChecks(plan *v1beta1.UpgradePlan, f *preflight.AdmissionFacts) []preflight.Verdict {
 	p := plan.DeepCopy()
 	if p.Name == "" {
 		p.Name = placeholderName
 	}
 	res := preflight.AdmitCreate(p, f)
-	var out []Check
-	for _, e := range res.Errors {
-		out = append(out, Check{Name: "admission", Verdict: Fail, Message: e.Error()})
+	var out []preflight.Verdict
+	for _, e := range res.Errors() {
+		out = append(out, preflight.Failed(ReasonAdmission, "%s", e.Error()))
 	}
-	for _, w := range res.Warnings {
-		out = append(out, Check{Name: "admission", Verdict: Warn, Message: w})
+	for _, w := range res.Warnings() {
+		out = append(out, preflight.Warning(ReasonAdmission, "%s", w))
 	}
 	if len(out) == 0 {
-		out = append(out, Check{Name: "admission", Verdict: Pass,
-			Message: "nodes, Rancher, Longhorn, backups, VMs, charts and addons are ready for an upgrade"})
+		out = append(out, preflight.Passed(ReasonAdmission, "nodes, Rancher, Longhorn, backups, VMs, charts and addons are ready for an upgrade"))
 	}
 	return out
 }
@@ -205,34 +193,27 @@ func admissionChecks(plan *v1beta1.UpgradePlan, f *preflight.AdmissionFacts) []C
 // eligibilityCheck applies the version rules to the running version and the
 // target Version's name and spec.minUpgradableVersion. The upgrade checks
 // them again against the release metadata in the ISO.
-func eligibilityCheck(plan *v1beta1.UpgradePlan, f *Facts) Check {
-	c := Check{Name: "eligibility"}
+func eligibilityCheck(plan *v1beta1.UpgradePlan, f *Facts) preflight.Verdict {
 	if f.RunningVersion == "" {
-		c.Verdict, c.Message = Fail, "the Harvester setting server-version is missing or empty, so the running version is unknown"
+		c := preflight.Failed(ReasonEligibility, "the Harvester setting server-version is missing or empty, so the running version is unknown")
 		c.Fix = "check that Harvester is healthy (kubectl get settings.harvesterhci.io server-version)"
 		return c
 	}
 	if err := release.CheckSupportedPath(f.RunningVersion); err != nil {
-		c.Verdict, c.Message = Fail, err.Error()
-		return c
+		return preflight.Failed(ReasonEligibility, "%s", err.Error())
 	}
 	if plan.Forced() {
-		c.Verdict, c.Message = Warn, "spec.force is true: the version rules are skipped"
-		return c
+		return preflight.Warning(ReasonEligibility, "spec.force is true: the version rules are skipped")
 	}
 	if f.Version == nil {
-		c.Verdict = Warn
-		c.Message = "not checked: the target version is known only from the release metadata in the ISO, " +
-			"which the MetadataPopulate phase reads after the download"
-		return c
+		return preflight.Warning(ReasonEligibility, "not checked: the target version is known only from the release metadata in the ISO, "+
+			"which the MetadataPopulate phase reads after the download")
 	}
 	minimum := f.Version.Spec.MinUpgradableVersion
 	if err := release.CheckEligibility(f.RunningVersion, f.Version.Name, minimum, true); err != nil {
-		c.Verdict, c.Message = Fail, err.Error()
-		return c
+		return preflight.Failed(ReasonEligibility, "%s", err.Error())
 	}
-	c.Verdict = Pass
-	c.Message = fmt.Sprintf("%s can be upgraded to %s", f.RunningVersion, f.Version.Name)
+	c := preflight.Passed(ReasonEligibility, "%s can be upgraded to %s", f.RunningVersion, f.Version.Name)
 	if minimum != "" {
 		c.Message += " (minUpgradableVersion " + minimum + ")"
 	}
@@ -441,14 +422,14 @@ const summaryMaxItems = 50
 func (r Report) Summary() *v1beta1.PreviewStatus {
 	s := &v1beta1.PreviewStatus{WouldRun: r.WouldRun, EstimatedMinutes: r.Estimate.Minutes, NotChecked: r.NotChecked}
 	for _, c := range r.Checks {
-		msg := c.Name + ": " + c.Message
+		msg := string(c.Reason) + ": " + c.Message
 		if c.Fix != "" {
 			msg += "; " + c.Fix
 		}
-		switch c.Verdict {
-		case Fail:
+		switch c.Result {
+		case v1beta1.CheckFailed:
 			s.Failures = append(s.Failures, msg)
-		case Warn:
+		case v1beta1.CheckWarning:
 			s.Warnings = append(s.Warnings, msg)
 		}
 	}

@@ -92,19 +92,19 @@ func healthy() *Facts {
 	}}
 }
 
-func verdicts(r Report, v Verdict) []string {
+func verdicts(r Report, v v1beta1.CheckResult) []string {
 	var out []string
 	for _, c := range r.Checks {
-		if c.Verdict == v {
-			out = append(out, c.Name+": "+c.Message)
+		if c.Result == v {
+			out = append(out, string(c.Reason)+": "+c.Message)
 		}
 	}
 	return out
 }
 
-func hasVerdict(r Report, v Verdict, name, substr string) bool {
-	return slices.ContainsFunc(r.Checks, func(c Check) bool {
-		return c.Verdict == v && c.Name == name && strings.Contains(c.Message, substr)
+func hasVerdict(r Report, v v1beta1.CheckResult, name preflight.Reason, substr string) bool {
+	return slices.ContainsFunc(r.Checks, func(c preflight.Verdict) bool {
+		return c.Result == v && c.Reason == name && strings.Contains(c.Message, substr)
 	})
 }
 
@@ -119,10 +119,10 @@ func nodeNamed(t *testing.T, r Report, name string) Node {
 
 func TestBuildHealthy(t *testing.T) {
 	r := Build(plan(), healthy())
-	if !r.WouldRun || len(verdicts(r, Fail)) > 0 || len(verdicts(r, Warn)) > 0 {
-		t.Fatalf("a healthy cluster must pass every check: fails %q, warnings %q", verdicts(r, Fail), verdicts(r, Warn))
+	if !r.WouldRun || len(verdicts(r, v1beta1.CheckFailed)) > 0 || len(verdicts(r, v1beta1.CheckWarning)) > 0 {
+		t.Fatalf("a healthy cluster must pass every check: fails %q, warnings %q", verdicts(r, v1beta1.CheckFailed), verdicts(r, v1beta1.CheckWarning))
 	}
-	if !hasVerdict(r, Pass, "eligibility", "v1.7.1 can be upgraded to v1.8.0 (minUpgradableVersion v1.7.0)") {
+	if !hasVerdict(r, v1beta1.CheckPassed, "eligibility", "v1.7.1 can be upgraded to v1.8.0 (minUpgradableVersion v1.7.0)") {
 		t.Errorf("eligibility not passed: %+v", r.Checks)
 	}
 	var order []string
@@ -163,8 +163,8 @@ func TestBuild(t *testing.T) {
 		plan:  plan(),
 		facts: func(f *Facts) { f.Admission.VMIs = append(f.Admission.VMIs, pinned("db", "n2")) },
 		check: func(t *testing.T, r Report) {
-			if !hasVerdict(r, Fail, "admission", "default/db (pinned by nodeSelector kubernetes.io/hostname=n2)") {
-				t.Errorf("no failure naming the pinned VM: %q", verdicts(r, Fail))
+			if !hasVerdict(r, v1beta1.CheckFailed, "admission", "default/db (pinned by nodeSelector kubernetes.io/hostname=n2)") {
+				t.Errorf("no failure naming the pinned VM: %q", verdicts(r, v1beta1.CheckFailed))
 			}
 			n2 := nodeNamed(t, r, "n2")
 			if len(n2.ShutDown) != 1 || n2.ShutDown[0].Name != "default/db" || n2.ShutDown[0].Restarted {
@@ -177,8 +177,8 @@ func TestBuild(t *testing.T) {
 		facts: func(f *Facts) { f.Admission.VMIs = append(f.Admission.VMIs, pinned("db", "n2")) },
 		run:   true,
 		check: func(t *testing.T, r Report) {
-			if !hasVerdict(r, Warn, "admission", "default/db") {
-				t.Errorf("no warning naming the VM: %q", verdicts(r, Warn))
+			if !hasVerdict(r, v1beta1.CheckWarning, "admission", "default/db") {
+				t.Errorf("no warning naming the VM: %q", verdicts(r, v1beta1.CheckWarning))
 			}
 			n2 := nodeNamed(t, r, "n2")
 			if len(n2.ShutDown) != 1 || !n2.ShutDown[0].Restarted || !strings.Contains(n2.ShutDown[0].Reason, "nodeSelector") {
@@ -210,8 +210,8 @@ func TestBuild(t *testing.T) {
 				volume("vol-s", 1, "healthy", "n1"))
 		},
 		check: func(t *testing.T, r Report) {
-			if !hasVerdict(r, Fail, "admission", "Longhorn volumes are degraded: default/vol-d-pvc") {
-				t.Errorf("no failure for the degraded volume: %q", verdicts(r, Fail))
+			if !hasVerdict(r, v1beta1.CheckFailed, "admission", "Longhorn volumes are degraded: default/vol-d-pvc") {
+				t.Errorf("no failure for the degraded volume: %q", verdicts(r, v1beta1.CheckFailed))
 			}
 			if len(r.VolumesAtRisk) != 2 {
 				t.Fatalf("volumes at risk %+v, want vol-d and vol-s", r.VolumesAtRisk)
@@ -246,7 +246,7 @@ func TestBuild(t *testing.T) {
 		plan:  plan(),
 		facts: func(f *Facts) { f.Version.Spec.MinUpgradableVersion = "v1.7.2" },
 		check: func(t *testing.T, r Report) {
-			if !hasVerdict(r, Fail, "eligibility", "v1.7.2") {
+			if !hasVerdict(r, v1beta1.CheckFailed, "eligibility", "v1.7.2") {
 				t.Errorf("no eligibility failure: %+v", r.Checks)
 			}
 		},
@@ -255,7 +255,7 @@ func TestBuild(t *testing.T) {
 		plan:  plan(),
 		facts: func(f *Facts) { f.RunningVersion = "v1.8.1" },
 		check: func(t *testing.T, r Report) {
-			if !hasVerdict(r, Fail, "eligibility", "v1.8.1") {
+			if !hasVerdict(r, v1beta1.CheckFailed, "eligibility", "v1.8.1") {
 				t.Errorf("no eligibility failure: %+v", r.Checks)
 			}
 		},
@@ -265,7 +265,7 @@ func TestBuild(t *testing.T) {
 		facts: func(f *Facts) { f.RunningVersion = "v1.8.1" },
 		run:   true,
 		check: func(t *testing.T, r Report) {
-			if !hasVerdict(r, Warn, "eligibility", "spec.force") {
+			if !hasVerdict(r, v1beta1.CheckWarning, "eligibility", "spec.force") {
 				t.Errorf("no warning: %+v", r.Checks)
 			}
 		},
@@ -274,7 +274,7 @@ func TestBuild(t *testing.T) {
 		plan:  plan(),
 		facts: func(f *Facts) { f.RunningVersion = "" },
 		check: func(t *testing.T, r Report) {
-			if !hasVerdict(r, Fail, "eligibility", "server-version") {
+			if !hasVerdict(r, v1beta1.CheckFailed, "eligibility", "server-version") {
 				t.Errorf("no failure: %+v", r.Checks)
 			}
 		},
@@ -286,7 +286,7 @@ func TestBuild(t *testing.T) {
 		},
 		run: true,
 		check: func(t *testing.T, r Report) {
-			if !hasVerdict(r, Warn, "eligibility", "not checked") || r.Target != "image harvester-system/iso-v180" {
+			if !hasVerdict(r, v1beta1.CheckWarning, "eligibility", "not checked") || r.Target != "image harvester-system/iso-v180" {
 				t.Errorf("eligibility must be reported as not checked: %+v", r.Checks)
 			}
 		},
@@ -295,7 +295,7 @@ func TestBuild(t *testing.T) {
 		plan:  plan(),
 		facts: func(f *Facts) { f.Version, f.Admission.VersionExists = nil, false },
 		check: func(t *testing.T, r Report) {
-			if !hasVerdict(r, Fail, "admission", "v1.8.0") {
+			if !hasVerdict(r, v1beta1.CheckFailed, "admission", "v1.8.0") {
 				t.Errorf("no failure for the missing Version: %+v", r.Checks)
 			}
 		},
@@ -307,7 +307,7 @@ func TestBuild(t *testing.T) {
 			}
 			r := Build(tc.plan, f)
 			if r.WouldRun != tc.run {
-				t.Errorf("wouldRun = %v, want %v; fails: %q", r.WouldRun, tc.run, verdicts(r, Fail))
+				t.Errorf("wouldRun = %v, want %v; fails: %q", r.WouldRun, tc.run, verdicts(r, v1beta1.CheckFailed))
 			}
 			tc.check(t, r)
 			// The JSON form carries the same verdict.

@@ -21,7 +21,7 @@ func WriteText(w io.Writer, r Report) error {
 	}
 	fmt.Fprintf(&b, "Upgrade preview: %s -> %s: %s\n\nCHECKS\n", running, r.Target, verdict)
 	for _, c := range r.Checks {
-		fmt.Fprintf(&b, "  %-4s  %-11s  %s\n", strings.ToUpper(string(c.Verdict)), c.Name, c.Message)
+		fmt.Fprintf(&b, "  %-4s  %-11s  %s\n", strings.ToUpper(verdictWord[c.Result]), c.Reason, c.Message)
 		if c.Fix != "" {
 			fmt.Fprintf(&b, "        %-11s  fix: %s\n", "", c.Fix)
 		}

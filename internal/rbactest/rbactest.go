@@ -63,6 +63,10 @@ type Identity struct {
 	mapper meta.RESTMapper
 	grants []grant
 
+	// covered, when set, are the permissions the suite answers for
+	// (Covering); nil answers for all.
+	covered map[grant]bool
+
 	mu      sync.Mutex
 	used    map[grant]bool
 	refused []string
@@ -330,12 +334,16 @@ func (id *Identity) Refused() []string {
 	return slices.Clone(id.refused)
 }
 
-// Unused lists the permissions no request used.
+// Unused lists the permissions no request used, of those the suite answers
+// for (Covering).
 func (id *Identity) Unused() []string {
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	var out []string
 	for _, g := range id.grants {
+		if id.covered != nil && !id.covered[g.permission()] {
+			continue
+		}
 		if !id.used[g] {
 			out = append(out, g.String())
 		}

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
-	"github.com/harvester/upgrade-toolkit/internal/exitcode"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/testenv"
 )
 
@@ -155,7 +155,7 @@ func (r *podRunner) start(pod *corev1.Pod, jt string) {
 		} else if work != nil {
 			// As the job command ends: with its error's exit code.
 			if err = work(ctx, snapshot); err != nil {
-				code = int32(exitcode.Of(err)) //nolint:gosec // small exit codes
+				code = int32(jobspec.ExitCodeOf(err)) //nolint:gosec // small exit codes
 			}
 		}
 		if !sleepCtx(ctx, r.s.cfg.Timing.job(jt)-time.Since(begin)) {

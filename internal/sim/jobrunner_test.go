@@ -316,7 +316,7 @@ func TestNodeThatNeverComesBack(t *testing.T) {
 		get(t, client.ObjectKey{Name: "node-2"}, n)
 		return !cluster.NodeReady(n), ""
 	})
-	time.Sleep(300 * time.Millisecond)
+	agentPassed(t, "node-2")
 	get(t, client.ObjectKey{Name: "node-2"}, n)
 	if cluster.NodeReady(n) || n.Status.NodeInfo.OSImage != "Harvester v1.7.1" {
 		t.Fatalf("node-2 came back: ready=%v osImage %q", cluster.NodeReady(n), n.Status.NodeInfo.OSImage)

@@ -21,6 +21,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/helper"
 	"github.com/harvester/upgrade-toolkit/internal/host"
 	"github.com/harvester/upgrade-toolkit/internal/host/hosttest"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/nodejob"
 	"github.com/harvester/upgrade-toolkit/internal/release"
@@ -42,11 +43,11 @@ func (s *Sim) jobWorks() map[string]JobWork {
 		return func(ctx context.Context, pod *corev1.Pod) error { return s.runNodeJob(ctx, pod, jobType) }
 	}
 	return map[string]JobWork{
-		JobImagePreload:      node(nodejob.TypePrepare),
-		JobPreDrain:          node(nodejob.TypePreDrain),
-		JobPostDrain:         node(nodejob.TypePostDrain),
-		JobSingleNodeUpgrade: node(nodejob.TypeSingleNodeUpgrade),
-		JobImageCleanup:      node(nodejob.TypeImageCleanup),
+		JobImagePreload:      node(jobspec.Prepare),
+		JobPreDrain:          node(jobspec.PreDrain),
+		JobPostDrain:         node(jobspec.PostDrain),
+		JobSingleNodeUpgrade: node(jobspec.SingleNodeUpgrade),
+		JobImageCleanup:      node(jobspec.ImageCleanup),
 		JobRestoreVM:         s.runRestoreVM,
 		JobClusterUpgrade:    s.runClusterUpgrade,
 	}
@@ -74,9 +75,9 @@ func (s *Sim) ClusterUpgradeTimeouts() clusterupgrade.Timeouts {
 // runClusterUpgrade runs `upgrade-toolkit cluster-upgrade` as the Job's pod
 // would.
 func (s *Sim) runClusterUpgrade(ctx context.Context, pod *corev1.Pod) error {
-	plan := JobEnv(pod)[nodejob.EnvPlan]
+	plan := JobEnv(pod)[jobspec.EnvPlan]
 	if plan == "" {
-		return fmt.Errorf("pod %s/%s has no %s", pod.Namespace, pod.Name, nodejob.EnvPlan)
+		return fmt.Errorf("pod %s/%s has no %s", pod.Namespace, pod.Name, jobspec.EnvPlan)
 	}
 	addons, _ := fs.Sub(image, "image/addons")
 	crds, _ := fs.Sub(image, "image/crds")

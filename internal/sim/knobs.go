@@ -4,6 +4,9 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 )
 
 // Job types the Job runner tells apart: the management.harvesterhci.io/job-type
@@ -11,13 +14,13 @@ import (
 // the image-preload and image-cleanup SUC Jobs, which carry their Plan's
 // labels).
 const (
-	JobImagePreload      = "image-preload"
-	JobClusterUpgrade    = "cluster-upgrade"
-	JobPreDrain          = "pre-drain"
-	JobPostDrain         = "post-drain"
-	JobSingleNodeUpgrade = "single-node-upgrade"
-	JobRestoreVM         = "restore-vm"
-	JobImageCleanup      = "image-cleanup"
+	JobImagePreload      = v1beta1.ComponentImagePreload
+	JobClusterUpgrade    = v1beta1.ComponentClusterUpgrade
+	JobPreDrain          = jobspec.PreDrain
+	JobPostDrain         = jobspec.PostDrain
+	JobSingleNodeUpgrade = jobspec.SingleNodeUpgrade
+	JobRestoreVM         = jobspec.RestoreVM
+	JobImageCleanup      = v1beta1.ComponentImageCleanup
 )
 
 // Timing holds how long each simulated step takes. The zero value makes every
@@ -84,7 +87,7 @@ type JobFault struct {
 	Reason string
 	// ExitCode is the failed container's exit code (default 1, a failure
 	// the Job controller retries with backoff up to the backoff limit; the
-	// toolkit's Jobs fail at once on phase.PermanentExitCodes).
+	// toolkit's Jobs fail at once on jobspec.PermanentExitCodes).
 	ExitCode int32
 	// Message is what the failed command printed: its termination message.
 	Message string

@@ -44,8 +44,11 @@ func WorldOptions() testenv.Options {
 	return testenv.Options{Controllers: true, Kwok: &testenv.KwokOptions{ManageNodes: KwokNodes}}
 }
 
+// nodeAgentName names the node agent's controller.
+const nodeAgentName = "sim-node-agent"
+
 func (s *Sim) setupNodeAgent(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("sim-node-agent").
+	return ctrl.NewControllerManagedBy(mgr).Named(nodeAgentName).
 		For(&corev1.Node{}).
 		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return nodeRequest(o.GetLabels()[v1beta1.LabelNode])

@@ -18,6 +18,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -159,6 +160,22 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 			t.Fatalf("timed out after %s waiting for %s; last: %s", timeout, what, last)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// agentPassed waits until the node agent has run a whole pass over node
+// that began after this call (testenv.WholePass), touching the node so that
+// passes come.
+func agentPassed(t *testing.T, node string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	patch := func() error {
+		return env.Client.Patch(ctx, n, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"test/touched":"`+time.Now().String()+`"}}}`)))
+	}
+	if _, err := testenv.WholePass(ctx, nodeAgentName, patch); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
+	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 )
 
 // The simulated system-upgrade-controller resolves each Plan's version and
@@ -350,8 +351,8 @@ func (s *Sim) sucJob(plan *upgradev1.Plan, node *corev1.Node) *batchv1.Job {
 	container.Command, container.Args = plan.Spec.Upgrade.Command, plan.Spec.Upgrade.Args
 	container.Env = append(container.Env, plan.Spec.Upgrade.Envs...)
 	container.Env = append(container.Env,
-		corev1.EnvVar{Name: "SYSTEM_UPGRADE_NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
-		corev1.EnvVar{Name: "SYSTEM_UPGRADE_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		corev1.EnvVar{Name: jobspec.EnvSUCNode, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+		corev1.EnvVar{Name: jobspec.EnvSUCPod, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 		corev1.EnvVar{Name: "SYSTEM_UPGRADE_PLAN_NAME", Value: plan.Name},
 		corev1.EnvVar{Name: "SYSTEM_UPGRADE_PLAN_LATEST_HASH", Value: plan.Status.LatestHash},
 		corev1.EnvVar{Name: "SYSTEM_UPGRADE_PLAN_LATEST_VERSION", Value: plan.Status.LatestVersion},

@@ -20,8 +20,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/harvester/upgrade-toolkit/internal/manager"
 )
 
 // CertSecretName is the Secret in the manager's namespace that holds the
@@ -57,14 +55,13 @@ const certResync = time.Minute
 // ValidatingWebhookConfiguration. Every replica copies the Secret's
 // certificate into its certificate directory. The returned channel is
 // closed once the files are there and the caBundle is patched.
-func setupCertificates(mgr ctrl.Manager, opts manager.Options) (<-chan struct{}, error) {
-	wo := opts.Webhook
-	key := types.NamespacedName{Namespace: opts.Namespace, Name: CertSecretName}
+func setupCertificates(mgr ctrl.Manager, namespace string, wo Options) (<-chan struct{}, error) {
+	key := types.NamespacedName{Namespace: namespace, Name: CertSecretName}
 	// The rotator fills the Secret but does not create it.
 	if err := ensureSecret(mgr.GetClient(), key); err != nil {
 		return nil, err
 	}
-	service := fmt.Sprintf("%s.%s.svc", wo.ServiceName, opts.Namespace)
+	service := fmt.Sprintf("%s.%s.svc", wo.ServiceName, namespace)
 	extra := []string{service + ".cluster.local"}
 	if wo.Host != "" && net.ParseIP(wo.Host) == nil {
 		extra = append(extra, wo.Host)

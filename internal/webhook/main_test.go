@@ -92,7 +92,7 @@ func startManager(ctx context.Context, done chan<- error) error {
 		// The tests put plans in made-up phases; nothing must drive them.
 		WithoutReconcilers: true,
 		MetricsAddr:        "0", ProbeAddr: "0", Namespace: cluster.HarvesterNamespace,
-		Webhook: manager.WebhookOptions{
+		Webhook: webhook.Options{
 			Enabled: true, Host: "localhost", Port: port, CertDir: certDir,
 			ServiceName: webhook.DefaultServiceName, ConfigurationName: webhook.DefaultConfigurationName,
 		},
@@ -115,7 +115,6 @@ func startManager(ctx context.Context, done chan<- error) error {
 	if err != nil {
 		return err
 	}
-	manager.Register(webhook.Setup)
 	mgr, err := manager.New(webhookSA.Config(), opts)
 	if err != nil {
 		return err

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
-	"github.com/harvester/upgrade-toolkit/internal/manager"
 	"github.com/harvester/upgrade-toolkit/internal/preflight"
 )
 
@@ -28,25 +27,47 @@ const (
 	DefaultConfigurationName = "upgrade-toolkit-validating-webhook-configuration"
 )
 
+// Options configure the admission webhook server and its certificates.
+type Options struct {
+	// Enabled serves the webhooks; off for local runs (ENABLE_WEBHOOKS=false).
+	Enabled bool
+	// Host is the address the server binds, "" for every interface. A host
+	// name (not an IP) is also written into the serving certificate.
+	Host string
+	// Port is the port the server listens on.
+	Port int
+	// CertDir is where the manager writes the serving certificate and key.
+	CertDir string
+	// ServiceName is the Service in the manager's namespace in front of the
+	// server; the serving certificate is issued for it.
+	ServiceName string
+	// ConfigurationName is the ValidatingWebhookConfiguration whose caBundle
+	// the manager keeps current.
+	ConfigurationName string
+}
+
 // Setup adds the UpgradePlan webhook and its certificate rotation to the
-// manager, unless opts.Webhook.Enabled is false. The webhook is registered,
-// and its server started, once the certificates are in place and the
-// caBundle patched; until then the manager's readiness check fails.
-func Setup(mgr ctrl.Manager, opts manager.Options) error {
-	if !opts.Webhook.Enabled {
+// manager, unless opts.Enabled is false. namespace is the manager's, which
+// holds the certificate Secret; upgradeLog says whether the manager captures
+// the upgrade's logs (a plan that asks for them is warned when it does
+// not). The webhook is registered, and its server started, once the
+// certificates are in place and the caBundle patched; until then the
+// manager's readiness check fails.
+func Setup(mgr ctrl.Manager, namespace string, opts Options, upgradeLog bool) error {
+	if !opts.Enabled {
 		return nil
 	}
-	if opts.Namespace == "" || opts.Webhook.ServiceName == "" || opts.Webhook.ConfigurationName == "" || opts.Webhook.CertDir == "" {
+	if namespace == "" || opts.ServiceName == "" || opts.ConfigurationName == "" || opts.CertDir == "" {
 		return errors.New("the webhook needs the manager's namespace, its Service name, its ValidatingWebhookConfiguration name and a certificate directory")
 	}
-	certsReady, err := setupCertificates(mgr, opts)
+	certsReady, err := setupCertificates(mgr, namespace, opts)
 	if err != nil {
 		return err
 	}
 	served := make(chan struct{})
 	register := func() error {
 		err := ctrl.NewWebhookManagedBy(mgr).For(&v1beta1.UpgradePlan{}).
-			WithValidator(&planValidator{reader: mgr.GetAPIReader(), configuration: opts.Webhook.ConfigurationName, upgradeLog: opts.UpgradeLog.Enabled}).
+			WithValidator(&planValidator{reader: mgr.GetAPIReader(), configuration: opts.ConfigurationName, upgradeLog: upgradeLog}).
 			Complete()
 		close(served)
 		return err
@@ -171,8 +192,8 @@ func asPlan(obj runtime.Object) (*v1beta1.UpgradePlan, error) {
 // failure, with the warnings either way.
 func verdict(plan *v1beta1.UpgradePlan, r preflight.AdmissionResult) (admission.Warnings, error) {
 	if r.Allowed() {
-		return r.Warnings, nil
+		return r.Warnings(), nil
 	}
 	gk := v1beta1.GroupVersion.WithKind("UpgradePlan").GroupKind()
-	return r.Warnings, apierrors.NewInvalid(gk, plan.Name, r.Errors)
+	return r.Warnings(), apierrors.NewInvalid(gk, plan.Name, r.Errors())
 }

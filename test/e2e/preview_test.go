@@ -21,6 +21,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
+	"github.com/harvester/upgrade-toolkit/internal/preflight"
 	"github.com/harvester/upgrade-toolkit/internal/preview"
 	"github.com/harvester/upgrade-toolkit/internal/sim"
 	"github.com/harvester/upgrade-toolkit/internal/simrun"
@@ -70,7 +71,7 @@ func TestPreview(t *testing.T) {
 
 	var fails []string
 	for _, ch := range r.Checks {
-		if ch.Verdict == preview.Fail {
+		if ch.Result == v1beta1.CheckFailed {
 			fails = append(fails, ch.Message)
 		}
 	}
@@ -78,8 +79,8 @@ func TestPreview(t *testing.T) {
 	if r.WouldRun || len(fails) != 1 || !strings.Contains(fails[0], degraded) {
 		t.Errorf("want exactly one failure, %q; wouldRun %v, failures %q", degraded, r.WouldRun, fails)
 	}
-	if !slices.ContainsFunc(r.Checks, func(ch preview.Check) bool {
-		return ch.Name == "eligibility" && ch.Verdict == preview.Pass && strings.Contains(ch.Message, "v1.7.1 can be upgraded to "+version)
+	if !slices.ContainsFunc(r.Checks, func(ch preflight.Verdict) bool {
+		return ch.Reason == preview.ReasonEligibility && ch.Result == v1beta1.CheckPassed && strings.Contains(ch.Message, "v1.7.1 can be upgraded to "+version)
 	}) {
 		t.Errorf("eligibility did not pass: %+v", r.Checks)
 	}

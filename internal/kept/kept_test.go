@@ -1,4 +1,4 @@
-package phase
+package kept
 
 import (
 	"errors"
@@ -8,15 +8,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// TestReuseUpdating: a kept value is brought up to date with the objects
+// TestUpdating: a kept value is brought up to date with the objects
 // named since, each once; it is derived again when the changes are more than
 // the log names, when a kind it derives afresh from changes, or after a
 // failed update; Forget lets go of it.
-func TestReuseUpdating(t *testing.T) {
-	r := NewReuse()
+func TestUpdating(t *testing.T) {
+	r := New()
 	derived, updated := 0, [][]string{}
 	get := func(fail bool) ([]string, error) {
-		return reuseUpdating(r, "k", KindNodes,
+		return updating(r, "k", KindNodes,
 			func() ([]string, error) { derived++; return nil, nil },
 			func(v []string, changed []client.ObjectKey) ([]string, error) {
 				var names []string
@@ -69,6 +69,6 @@ func TestReuseUpdating(t *testing.T) {
 	r = nil
 	r.Forget("k")
 	if _, _ = get(false); derived != 6 {
-		t.Errorf("a nil Reuse kept a value: derived %d times, want 6", derived)
+		t.Errorf("nil Lists kept a value: derived %d times, want 6", derived)
 	}
 }

@@ -1,4 +1,4 @@
-package controller_test
+package phase_test
 
 import (
 	"encoding/json"
@@ -16,6 +16,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
+	"github.com/harvester/upgrade-toolkit/internal/plantest"
 )
 
 // TestBadInputStraightToTheAPI: plans written with the webhook off (or
@@ -34,11 +35,11 @@ func TestBadInputStraightToTheAPI(t *testing.T) {
 		{"an unknown health gate", &v1beta1.UpgradePlan{Spec: v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"),
 			NodeUpgradeOption: &v1beta1.NodeUpgradeOption{HealthGate: ptr.To[v1beta1.HealthGateMode]("Off")}}}, "spec.nodeUpgradeOption.healthGate: Unsupported value: \"Off\""},
 	}
-	h := newHarness(t)
-	h.harvester(1)
+	h := plantest.New(t)
+	h.Harvester(1)
 	for _, tt := range refused {
 		tt.plan.GenerateName = "bad-"
-		err := h.c.Create(h.ctx(), tt.plan)
+		err := h.C.Create(h.Ctx(), tt.plan)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v, want a refusal saying %q", tt.name, err, tt.want)
 		}
@@ -59,7 +60,7 @@ func TestBadInputStraightToTheAPI(t *testing.T) {
 			want:        `annotation management.harvesterhci.io/min-certs-expiration-in-day has the value "soon": must be a whole number of days greater than 0, e.g. "7" (the default)`},
 		{name: "a Version without an ISO URL", spec: v1beta1.UpgradePlanSpec{Version: ptr.To("v1.9.0")},
 			prepare: func() {
-				h.must(h.c.Create(h.ctx(), &harvesterv1beta1.Version{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: "v1.9.0"}}))
+				h.Must(h.C.Create(h.Ctx(), &harvesterv1beta1.Version{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: "v1.9.0"}}))
 			},
 			want: "Version harvester-system/v1.9.0 has no spec.isoURL: set the URL of the release ISO and create a new plan"},
 		{name: "a Version that does not exist", spec: v1beta1.UpgradePlanSpec{Version: ptr.To("v2.0.0")},
@@ -72,23 +73,23 @@ func TestBadInputStraightToTheAPI(t *testing.T) {
 		var p *v1beta1.UpgradePlan
 		if tt.planName != "" {
 			p = &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: tt.planName}, Spec: tt.spec}
-			h.must(h.c.Create(h.ctx(), p))
+			h.Must(h.C.Create(h.Ctx(), p))
 		} else {
-			p = h.plan(tt.spec, tt.annotations...)
+			p = h.Plan(tt.spec, tt.annotations...)
 		}
-		h.eventually(tt.name, func() (bool, string) {
-			if c := h.get(p.Name).Condition(v1beta1.ConditionProgressing); c != nil && strings.Contains(c.Message, "waiting for Version") {
+		h.Eventually(tt.name, func() (bool, string) {
+			if c := h.Get(p.Name).Condition(v1beta1.ConditionProgressing); c != nil && strings.Contains(c.Message, "waiting for Version") {
 				// The missing Version is waited for: move past its deadline.
-				h.clock.Step(h.cfg.Deadlines.MissingObject)
-				h.touch(p.Name)
+				h.Clock.Step(h.Cfg.Deadlines.MissingObject)
+				h.Touch(p.Name)
 			}
-			got := h.get(p.Name)
-			return got.Status.CurrentPhase == v1beta1.PhaseFailed && len(got.Finalizers) == 0, describe(got)
+			got := h.Get(p.Name)
+			return got.Status.CurrentPhase == v1beta1.PhaseFailed && len(got.Finalizers) == 0, plantest.Describe(got)
 		})
-		if c := h.get(p.Name).Condition(v1beta1.ConditionProgressing); !strings.Contains(c.Message, tt.want) {
+		if c := h.Get(p.Name).Condition(v1beta1.ConditionProgressing); !strings.Contains(c.Message, tt.want) {
 			t.Errorf("%s: failure %q, want %q", tt.name, c.Message, tt.want)
 		}
-		h.must(h.c.Delete(h.ctx(), p))
+		h.Must(h.C.Delete(h.Ctx(), p))
 		time.Sleep(10 * time.Millisecond)
 	}
 }
@@ -100,40 +101,40 @@ func TestBadInputStraightToTheAPI(t *testing.T) {
 // addresses at all), are left alone, and the upgrade of the real nodes goes
 // on to Succeeded.
 func TestForeignObjectsInOddStates(t *testing.T) {
-	h := newHarness(t)
-	nodes := h.harvester(2)
+	h := plantest.New(t)
+	nodes := h.Harvester(2)
 	odd := &capiv1beta1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: "custom-orphan"},
 		Spec: capiv1beta1.MachineSpec{ClusterName: cluster.LocalClusterName}}
-	h.must(h.c.Create(h.ctx(), odd))
+	h.Must(h.C.Create(h.Ctx(), odd))
 	drain, _ := json.Marshal(map[string]any{"enabled": true, "node": "ghost"})
 	for name, labels := range map[string]map[string]string{
 		"custom-orphan-machine-plan": {cluster.LabelMachineName: odd.Name}, // a Machine without a node
 		"no-machine-machine-plan":    nil,                                  // no machine at all
 		"gone-machine-plan":          {cluster.LabelMachineName: "custom-gone"},
 	} {
-		h.must(h.c.Create(h.ctx(), &corev1.Secret{
+		h.Must(h.C.Create(h.Ctx(), &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: name, Labels: labels,
 				Annotations: map[string]string{cluster.AnnotationRancherPreDrain: string(drain)}},
 			Type: cluster.MachinePlanSecretType,
 			Data: map[string][]byte{"plan": []byte("{not json")},
 		}))
 	}
-	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
-	p = h.driveToNodeUpgrading(p.Name, nodes)
+	p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+	p = h.DriveToNodeUpgrading(p.Name, nodes)
 	for _, n := range nodes {
-		h.upgradeNode(p.Name, n)
+		h.UpgradeNode(p.Name, n)
 	}
-	p = h.waitPhase(p.Name, v1beta1.PhaseCleaningUp)
+	p = h.WaitPhase(p.Name, v1beta1.PhaseCleaningUp)
 	for _, n := range nodes {
-		h.finishJob(cluster.CattleNamespace, h.sucJob(names.ImageCleanupPlan(p.Name), n), true)
+		h.FinishJob(cluster.CattleNamespace, h.SucJob(names.ImageCleanupPlan(p.Name), n), true)
 	}
-	p = h.waitPhase(p.Name, v1beta1.PhaseSucceeded)
+	p = h.WaitPhase(p.Name, v1beta1.PhaseSucceeded)
 	if _, ok := p.Status.NodeUpgradeStatuses["ghost"]; ok || len(p.Status.NodeUpgradeStatuses) != len(nodes) {
 		t.Errorf("node statuses %v", p.Status.NodeUpgradeStatuses)
 	}
 	for _, name := range []string{"custom-orphan-machine-plan", "no-machine-machine-plan", "gone-machine-plan"} {
 		s := &corev1.Secret{}
-		h.must(h.c.Get(h.ctx(), client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: name}, s))
+		h.Must(h.C.Get(h.Ctx(), client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: name}, s))
 		if s.Annotations[v1beta1.AnnotationPreHook] != "" {
 			t.Errorf("the toolkit acknowledged a drain of %s, which belongs to no managed node", name)
 		}

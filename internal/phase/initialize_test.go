@@ -1,4 +1,4 @@
-package controller_test
+package phase_test
 
 import (
 	"slices"
@@ -14,14 +14,15 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
+	"github.com/harvester/upgrade-toolkit/internal/plantest"
 )
 
 func TestInitializeThenDownloadTheISO(t *testing.T) {
-	h := newHarness(t)
-	h.cluster(3)
-	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+	h := plantest.New(t)
+	h.Cluster(3)
+	p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
 
-	p = h.waitPhase(p.Name, v1beta1.PhaseISODownloading)
+	p = h.WaitPhase(p.Name, v1beta1.PhaseISODownloading)
 	if !slices.Contains(p.Finalizers, v1beta1.FinalizerCleanup) {
 		t.Errorf("no finalizer: %v", p.Finalizers)
 	}
@@ -47,7 +48,7 @@ func TestInitializeThenDownloadTheISO(t *testing.T) {
 	}
 
 	img := &harvesterv1beta1.VirtualMachineImage{}
-	h.waitObject(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.ISOImage(p.Name)}, img)
+	h.WaitObject(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.ISOImage(p.Name)}, img)
 	if img.Spec.URL != st.Version.ISOURL || img.Spec.Checksum != "abc123" || img.Spec.Backend != "cdi" ||
 		img.Spec.TargetStorageClassName != "longhorn-static" || img.Spec.SourceType != "download" || img.Spec.Retry != 3 {
 		t.Errorf("image spec %+v", img.Spec)
@@ -56,24 +57,24 @@ func TestInitializeThenDownloadTheISO(t *testing.T) {
 		img.Labels[v1beta1.LabelUpgradeComponent] != v1beta1.ComponentISO || len(img.OwnerReferences) != 1 {
 		t.Errorf("image metadata %+v", img.ObjectMeta)
 	}
-	p = h.waitProgressing(p.Name, "importing the release ISO")
+	p = h.WaitProgressing(p.Name, "importing the release ISO")
 	if ptr.Deref(p.Status.ISOImageID, "") != img.Name {
 		t.Errorf("isoImageID %v", p.Status.ISOImageID)
 	}
 
-	h.setImported(img.Name, "True", "", "")
-	h.waitPhase(p.Name, v1beta1.PhaseRepoCreating)
-	h.waitEvent(p.Name, "PhaseCompleted: Completed phase ISODownload")
-	h.waitEvent(p.Name, "PhaseTransition: Entering phase RepoCreate")
-	h.waitEvent(p.Name, "PhaseTransition: Entering phase ISODownload")
+	h.SetImported(img.Name, "True", "", "")
+	h.WaitPhase(p.Name, v1beta1.PhaseRepoCreating)
+	h.WaitEvent(p.Name, "PhaseCompleted: Completed phase ISODownload")
+	h.WaitEvent(p.Name, "PhaseTransition: Entering phase RepoCreate")
+	h.WaitEvent(p.Name, "PhaseTransition: Entering phase ISODownload")
 }
 
 func TestInitializeSingleNode(t *testing.T) {
-	h := newHarness(t)
-	h.cluster(1)
-	h.node("not-managed", "Harvester v1.7.1", cluster.LabelManagedNode, "false")
-	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
-	p = h.waitPhase(p.Name, v1beta1.PhaseISODownloading)
+	h := plantest.New(t)
+	h.Cluster(1)
+	h.Node("not-managed", "Harvester v1.7.1", cluster.LabelManagedNode, "false")
+	p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+	p = h.WaitPhase(p.Name, v1beta1.PhaseISODownloading)
 	if ptr.Deref(p.Status.SingleNode, "") != "node-1" {
 		t.Errorf("single node %v", p.Status.SingleNode)
 	}
@@ -82,7 +83,7 @@ func TestInitializeSingleNode(t *testing.T) {
 func TestInitializeFailures(t *testing.T) {
 	tests := []struct {
 		name        string
-		setup       func(h *harness)
+		setup       func(h *plantest.Harness)
 		spec        v1beta1.UpgradePlanSpec
 		annotations []string
 		// advance moves the clock past the phase's deadline.
@@ -91,9 +92,9 @@ func TestInitializeFailures(t *testing.T) {
 	}{
 		{name: "missing Version", spec: v1beta1.UpgradePlanSpec{Version: ptr.To("v9.9.9")}, advance: 6 * time.Minute,
 			want: "Version harvester-system/v9.9.9 does not exist"},
-		{name: "disk too full", setup: func(h *harness) { h.kubelet.set("node-2", 100<<30, 80<<30) },
+		{name: "disk too full", setup: func(h *plantest.Harness) { h.Kubelet.Set("node-2", 100<<30, 80<<30) },
 			want: `node "node-2" will reach 93.00% of its nodefs`},
-		{name: "kubelet unreachable", setup: func(h *harness) { delete(h.kubelet.nodes, "node-3") }, advance: 4 * time.Minute,
+		{name: "kubelet unreachable", setup: func(h *plantest.Harness) { h.Kubelet.Drop("node-3") }, advance: 4 * time.Minute,
 			want: `could not read every kubelet: reading the kubelet's /stats/summary of node "node-3"`},
 		{name: "bad skip annotation", annotations: []string{v1beta1.AnnotationSkipGCThresholdCheck, "yes please"},
 			want: `has the value "yes please": must be "true" or "false"`},
@@ -104,22 +105,22 @@ func TestInitializeFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t)
-			h.cluster(3)
+			h := plantest.New(t)
+			h.Cluster(3)
 			if tt.setup != nil {
 				tt.setup(h)
 			}
 			if tt.spec.Version == nil {
 				tt.spec.Version = ptr.To("v1.8.0")
 			}
-			p := h.plan(tt.spec, tt.annotations...)
+			p := h.Plan(tt.spec, tt.annotations...)
 			if tt.advance > 0 {
-				h.waitProgressing(p.Name, "giving up at")
-				h.clock.Step(tt.advance)
+				h.WaitProgressing(p.Name, "giving up at")
+				h.Clock.Step(tt.advance)
 				// Nudge the plan: the deadline's requeue uses real time.
-				h.touch(p.Name)
+				h.Touch(p.Name)
 			}
-			p = h.waitPhase(p.Name, v1beta1.PhaseFailed)
+			p = h.WaitPhase(p.Name, v1beta1.PhaseFailed)
 			c := p.Condition(v1beta1.ConditionProgressing)
 			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1beta1.ReasonFailed || !strings.Contains(c.Message, tt.want) {
 				t.Errorf("Progressing %+v, want a failure with %q", c, tt.want)
@@ -127,48 +128,48 @@ func TestInitializeFailures(t *testing.T) {
 			if c := p.Condition(v1beta1.ConditionAvailable); c == nil || c.Reason != v1beta1.ReasonExecuted {
 				t.Errorf("Available %+v", c)
 			}
-			h.waitEvent(p.Name, "UpgradeFailed: Upgrade failed: ")
+			h.WaitEvent(p.Name, "UpgradeFailed: Upgrade failed: ")
 		})
 	}
 }
 
 func TestSkipDiskCheck(t *testing.T) {
-	h := newHarness(t)
-	h.cluster(2)
-	h.kubelet.set("node-2", 100<<30, 99<<30)
-	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")}, v1beta1.AnnotationSkipGCThresholdCheck, "true")
-	h.waitPhase(p.Name, v1beta1.PhaseISODownloading)
+	h := plantest.New(t)
+	h.Cluster(2)
+	h.Kubelet.Set("node-2", 100<<30, 99<<30)
+	p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")}, v1beta1.AnnotationSkipGCThresholdCheck, "true")
+	h.WaitPhase(p.Name, v1beta1.PhaseISODownloading)
 }
 
 func TestUserImage(t *testing.T) {
-	h := newHarness(t)
-	h.cluster(2)
+	h := plantest.New(t)
+	h.Cluster(2)
 	// The user's image, which the plan does not own.
 	user := cluster.NewISOImage(cluster.HarvesterNamespace, "harvester-master-amd64", "harvester-master-amd64.iso", "https://x/h.iso", "")
-	h.must(h.c.Create(h.ctx(), user))
-	p := h.plan(v1beta1.UpgradePlanSpec{Image: ptr.To(user.Name)})
-	p = h.waitProgressing(p.Name, "importing the release ISO into VirtualMachineImage harvester-system/harvester-master-amd64")
+	h.Must(h.C.Create(h.Ctx(), user))
+	p := h.Plan(v1beta1.UpgradePlanSpec{Image: ptr.To(user.Name)})
+	p = h.WaitProgressing(p.Name, "importing the release ISO into VirtualMachineImage harvester-system/harvester-master-amd64")
 	if p.Status.Version != nil || ptr.Deref(p.Status.ISOImageID, "") != user.Name {
 		t.Errorf("version %v, isoImageID %v", p.Status.Version, p.Status.ISOImageID)
 	}
-	if !h.absent(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.ISOImage(p.Name)}, &harvesterv1beta1.VirtualMachineImage{}) {
+	if !h.Absent(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.ISOImage(p.Name)}, &harvesterv1beta1.VirtualMachineImage{}) {
 		t.Error("a plan with spec.image downloaded the ISO anyway")
 	}
 	// Progress on an image the plan does not own still wakes it up.
-	h.setImported(user.Name, "True", "", "")
-	h.waitPhase(p.Name, v1beta1.PhaseRepoCreating)
+	h.SetImported(user.Name, "True", "", "")
+	h.WaitPhase(p.Name, v1beta1.PhaseRepoCreating)
 }
 
 func TestISOImportFailure(t *testing.T) {
-	h := newHarness(t)
-	h.cluster(2)
-	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
-	h.waitPhase(p.Name, v1beta1.PhaseISODownloading)
+	h := plantest.New(t)
+	h.Cluster(2)
+	p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+	h.WaitPhase(p.Name, v1beta1.PhaseISODownloading)
 	// A failed attempt that Harvester retries is not fatal.
-	h.setImported(names.ISOImage(p.Name), "False", "False", "connection reset by peer")
-	h.waitProgressing(p.Name, "retrying after a failed attempt: connection reset by peer")
-	h.setImported(names.ISOImage(p.Name), "False", "True", "checksum mismatch after 3 retries")
-	p = h.waitPhase(p.Name, v1beta1.PhaseFailed)
+	h.SetImported(names.ISOImage(p.Name), "False", "False", "connection reset by peer")
+	h.WaitProgressing(p.Name, "retrying after a failed attempt: connection reset by peer")
+	h.SetImported(names.ISOImage(p.Name), "False", "True", "checksum mismatch after 3 retries")
+	p = h.WaitPhase(p.Name, v1beta1.PhaseFailed)
 	if c := p.Condition(v1beta1.ConditionProgressing); !strings.Contains(c.Message, "could not be imported") || !strings.Contains(c.Message, "checksum mismatch after 3 retries") {
 		t.Errorf("failure message %q", c.Message)
 	}

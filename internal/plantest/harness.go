@@ -1,4 +1,10 @@
-package controller_test
+// Package plantest is the world of one plan for the tests of the plan
+// reconciler and of the phases: the toolkit's manager runs, as the role its
+// markers generate, against a real API server and etcd with the foreign
+// CRDs, while the tests play the foreign components (CDI, the repo's
+// Deployment, system-upgrade-controller, Rancher, Fleet, the Job
+// controller) by hand with the drivers of Harness.
+package plantest
 
 import (
 	"context"
@@ -34,6 +40,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/controller"
 	"github.com/harvester/upgrade-toolkit/internal/manager"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/rbactest"
@@ -51,24 +58,43 @@ var (
 	managerSA *rbactest.Identity
 )
 
-func TestMain(m *testing.M) {
+// The suites of the plan's world, by the packages whose markers make up the
+// manager's role: each checks that the permissions its packages grant are
+// used (rbactest's Covering). Together they are the Makefile's MANAGER_PKGS.
+var (
+	// ReconcilerSuite: the reconcilers and the manager (its cache, leader
+	// election and events).
+	ReconcilerSuite = []string{"internal/controller", "internal/manager"}
+	// PhaseSuite: the phases and the pre-flight checks they run.
+	PhaseSuite = []string{"internal/phase", "internal/preflight"}
+)
+
+// Main runs a test package's tests in the world, as the manager's role:
+// call it from the package's TestMain with the suite the package is.
+func Main(m *testing.M, suite []string) {
 	if os.Getenv("TEST_LOG") != "" {
 		log.SetLogger(zap.New(zap.UseDevMode(true)))
 	} else {
 		log.SetLogger(logr.Discard())
 		klog.SetLogger(logr.Discard()) // leader election logs through klog
 	}
-	os.Exit(testenv.RunMain(asManager{m}, &env))
+	os.Exit(testenv.RunMain(asManager{m, suite}, &env))
 }
 
 // asManager runs the tests with the manager's ServiceAccount in place.
-type asManager struct{ m *testing.M }
+type asManager struct {
+	m     *testing.M
+	suite []string
+}
 
 func (a asManager) Run() int {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var err error
 	managerSA, err = rbactest.Bind(ctx, env, types.NamespacedName{Namespace: cluster.HarvesterNamespace, Name: "upgrade-toolkit"}, rbactest.ManagerRole)
+	if err == nil {
+		err = managerSA.Covering(a.suite...)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -76,14 +102,15 @@ func (a asManager) Run() int {
 	return managerSA.Verdict(a.m.Run())
 }
 
-// fakeKubelet answers the disk-space check per node; a missing node is
+// FakeKubelet answers the disk-space check per node; a missing node is
 // unreachable.
-type fakeKubelet struct {
+type FakeKubelet struct {
 	mu    sync.Mutex
 	nodes map[string][2]uint64 // capacity, used
 }
 
-func (k *fakeKubelet) Get(_ context.Context, node, path string) ([]byte, error) {
+// Get answers a kubelet endpoint of a node.
+func (k *FakeKubelet) Get(_ context.Context, node, path string) ([]byte, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	d, ok := k.nodes[node]
@@ -96,27 +123,38 @@ func (k *fakeKubelet) Get(_ context.Context, node, path string) ([]byte, error) 
 	return []byte(fmt.Sprintf(`{"node":{"fs":{"capacityBytes":%d,"usedBytes":%d}}}`, d[0], d[1])), nil
 }
 
-func (k *fakeKubelet) set(node string, capacity, used uint64) {
+// Set reports a node's image file system: its capacity and what is used.
+func (k *FakeKubelet) Set(node string, capacity, used uint64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.nodes[node] = [2]uint64{capacity, used}
 }
 
-// harness runs the toolkit's manager against the test API server and plays
+// Drop makes a node's kubelet unreachable.
+func (k *FakeKubelet) Drop(node string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.nodes, node)
+}
+
+// Harness runs the toolkit's manager against the test API server and plays
 // the foreign components by hand.
-type harness struct {
-	t       *testing.T
-	c       client.Client
-	clock   *clocktesting.FakeClock
-	cfg     *phase.Config
-	kubelet *fakeKubelet
+type Harness struct {
+	T *testing.T
+	// C reads and writes the API server as the tests' administrator.
+	C client.Client
+	// Clock is the manager's clock.
+	Clock *clocktesting.FakeClock
+	// Cfg is the manager's configuration of the phases.
+	Cfg     *phase.Config
+	Kubelet *FakeKubelet
 	counter *apicount.Counter
 	stop    context.CancelFunc
 	done    chan struct{}
-	// repo is the release the fake upgrade repo serves; files is what it
+	// Repo is the release the fake upgrade repo serves; Files is what it
 	// serves now (tests may break it).
-	repo  *releasetest.Repo
-	files atomic.Pointer[fstest.MapFS]
+	Repo  *releasetest.Repo
+	Files atomic.Pointer[fstest.MapFS]
 	// refusedBefore counts the requests RBAC refused the manager before
 	// this test; while cleaningUp, eventually reports new ones without
 	// ending the test, so that the cleanup finishes.
@@ -124,82 +162,86 @@ type harness struct {
 	cleaningUp    bool
 }
 
-func newHarness(t *testing.T) *harness {
+// New starts the manager for a test; the test's cleanup deletes every plan
+// (the manager cleans up after each), stops it and deletes what the test
+// created.
+func New(t *testing.T) *Harness {
 	t.Helper()
 	cfg := phase.DefaultConfig()
 	cfg.Version = "v0.0.0-test"
-	h := &harness{
-		t: t, c: env.Client, cfg: &cfg,
-		clock:   clocktesting.NewFakeClock(time.Now()),
-		kubelet: &fakeKubelet{nodes: map[string][2]uint64{}},
+	h := &Harness{
+		T: t, C: env.Client, Cfg: &cfg,
+		Clock:   clocktesting.NewFakeClock(time.Now()),
+		Kubelet: &FakeKubelet{nodes: map[string][2]uint64{}},
 		counter: apicount.New(),
 
 		refusedBefore: len(managerSA.Refused()),
 	}
-	cfg.Kubelet = h.kubelet
+	cfg.Kubelet = h.Kubelet
 	// envtest's API server certificate is valid for 7 days only.
 	cfg.MinCertValidity = 24 * time.Hour
 	// A failed plan is cleaned up at once, unless a test of retries opens
 	// the window.
 	cfg.RetryWindow = 0
-	h.repo = releasetest.New()
-	files := h.repo.Files()
-	h.files.Store(&files)
+	h.Repo = releasetest.New()
+	files := h.Repo.Files()
+	h.Files.Store(&files)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		releasetest.Handler(*h.files.Load()).ServeHTTP(w, r)
+		releasetest.Handler(*h.Files.Load()).ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
 	cfg.RepoURL = func(string, string) string { return srv.URL + release.RepoRoot }
-	h.start()
-	t.Cleanup(h.cleanup)
+	h.Start()
+	t.Cleanup(h.Cleanup)
 	return h
 }
 
-func (h *harness) start() {
+// Start starts a manager.
+func (h *Harness) Start() {
 	mgr, err := manager.New(h.counter.Wrap(managerSA.Config()), manager.Options{
-		MetricsAddr: "0", ProbeAddr: "0", Phase: h.cfg, Clock: h.clock,
+		MetricsAddr: "0", ProbeAddr: "0", Phase: h.Cfg, Clock: h.Clock,
 		LeaderElect: true, Namespace: cluster.HarvesterNamespace,
 	})
 	if err != nil {
-		h.t.Fatalf("building the manager: %v", err)
+		h.T.Fatalf("building the manager: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.stop, h.done = cancel, make(chan struct{})
 	go func() {
 		defer close(h.done)
 		if err := mgr.Start(ctx); err != nil {
-			h.t.Errorf("manager: %v", err)
+			h.T.Errorf("manager: %v", err)
 		}
 	}()
 }
 
-// restart stops the manager and starts a new one, as a crash would.
-func (h *harness) restart() {
+// Restart stops the manager and starts a new one, as a crash would.
+func (h *Harness) Restart() {
 	h.stop()
 	<-h.done
-	h.start()
+	h.Start()
 }
 
-// cleanup deletes every plan (the manager cleans up after each), then the
+// Cleanup deletes every plan (the manager cleans up after each), then the
 // objects the tests created, so that the next test starts from scratch.
-func (h *harness) cleanup() {
+func (h *Harness) Cleanup() {
 	h.cleaningUp = true
 	ctx := context.Background()
 	var plans v1beta1.UpgradePlanList
-	_ = h.c.List(ctx, &plans)
+	_ = h.C.List(ctx, &plans)
 	for i := range plans.Items {
-		_ = h.c.Delete(ctx, &plans.Items[i])
+		_ = h.C.Delete(ctx, &plans.Items[i])
 	}
-	h.eventually("every plan is gone", func() (bool, string) {
-		_ = h.c.List(ctx, &plans)
+	h.Eventually("every plan is gone", func() (bool, string) {
+		_ = h.C.List(ctx, &plans)
 		if len(plans.Items) > 0 {
-			return false, fmt.Sprintf("%d plans left, the first %s", len(plans.Items), describe(&plans.Items[0]))
+			return false, fmt.Sprintf("%d plans left, the first %s", len(plans.Items), Describe(&plans.Items[0]))
 		}
 		return true, ""
 	})
 	h.stop()
 	<-h.done
-	h.deleteHarvester()
+	h.DeleteHarvester()
 	for _, del := range []struct {
 		obj  client.Object
 		opts []client.DeleteAllOfOption
@@ -212,35 +254,36 @@ func (h *harness) cleanup() {
 		{&batchv1.Job{}, []client.DeleteAllOfOption{client.InNamespace(cluster.CattleNamespace)}},
 		{&corev1.Secret{}, []client.DeleteAllOfOption{client.InNamespace(cluster.FleetLocalNamespace)}},
 	} {
-		if err := h.c.DeleteAllOf(ctx, del.obj, del.opts...); err != nil {
-			h.t.Errorf("deleting %T: %v", del.obj, err)
+		if err := h.C.DeleteAllOf(ctx, del.obj, del.opts...); err != nil {
+			h.T.Errorf("deleting %T: %v", del.obj, err)
 		}
 	}
-	h.removeFinalizers()
+	h.RemoveFinalizers()
 }
 
-// removeFinalizers releases objects a failed test may leave behind.
-func (h *harness) removeFinalizers() {
+// RemoveFinalizers releases objects a failed test may leave behind.
+func (h *Harness) RemoveFinalizers() {
 	var plans v1beta1.UpgradePlanList
-	_ = h.c.List(context.Background(), &plans)
+	_ = h.C.List(context.Background(), &plans)
 	for i := range plans.Items {
 		p := &plans.Items[i]
 		if controllerutil.RemoveFinalizer(p, v1beta1.FinalizerCleanup) {
-			_ = h.c.Update(context.Background(), p)
+			_ = h.C.Update(context.Background(), p)
 		}
 	}
 }
 
-func (h *harness) ctx() context.Context {
+// Ctx is a context that ends with the test, or after 30 seconds.
+func (h *Harness) Ctx() context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	h.t.Cleanup(cancel)
+	h.T.Cleanup(cancel)
 	return c
 }
 
-// eventually polls until cond holds, failing the test with cond's last
+// Eventually polls until cond holds, failing the test with cond's last
 // description after 30 seconds.
-func (h *harness) eventually(what string, cond func() (bool, string)) {
-	h.t.Helper()
+func (h *Harness) Eventually(what string, cond func() (bool, string)) {
+	h.T.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	last := ""
 	for time.Now().Before(deadline) {
@@ -248,10 +291,10 @@ func (h *harness) eventually(what string, cond func() (bool, string)) {
 			msg := fmt.Sprintf("waiting for %s: RBAC refused the manager (add a +kubebuilder:rbac marker next to the code and run `make manifests`):\n%s",
 				what, strings.Join(refused, "\n"))
 			if h.cleaningUp {
-				h.t.Error(msg) // and let the cleanup go on
+				h.T.Error(msg) // and let the cleanup go on
 				return
 			}
-			h.t.Fatal(msg)
+			h.T.Fatal(msg)
 		}
 		ok, desc := cond()
 		if ok {
@@ -260,53 +303,53 @@ func (h *harness) eventually(what string, cond func() (bool, string)) {
 		last = desc
 		time.Sleep(50 * time.Millisecond)
 	}
-	h.t.Fatalf("timed out waiting for %s: %s", what, last)
+	h.T.Fatalf("timed out waiting for %s: %s", what, last)
 }
 
-// must fails the test on an error.
-func (h *harness) must(err error) {
-	h.t.Helper()
+// Must fails the test on an error.
+func (h *Harness) Must(err error) {
+	h.T.Helper()
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
 }
 
-// node creates a managed, Ready node running the given OS.
-func (h *harness) node(name, osImage string, labels ...string) *corev1.Node {
-	h.t.Helper()
+// Node creates a managed, Ready node running the given OS.
+func (h *Harness) Node(name, osImage string, labels ...string) *corev1.Node {
+	h.T.Helper()
 	l := map[string]string{cluster.LabelManagedNode: "true", corev1.LabelHostname: name}
 	for i := 0; i+1 < len(labels); i += 2 {
 		l[labels[i]] = labels[i+1]
 	}
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}}
-	h.must(h.c.Create(h.ctx(), n))
+	h.Must(h.C.Create(h.Ctx(), n))
 	n.Status = corev1.NodeStatus{
 		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}},
 		NodeInfo:   corev1.NodeSystemInfo{OSImage: osImage, KubeletVersion: "v1.34.4+rke2r1", BootID: string(uuid.NewUUID())},
 	}
-	h.must(h.c.Status().Update(h.ctx(), n))
-	h.kubelet.set(name, 200<<30, 40<<30)
+	h.Must(h.C.Status().Update(h.Ctx(), n))
+	h.Kubelet.Set(name, 200<<30, 40<<30)
 	return n
 }
 
-// cluster creates n managed nodes, the server-version setting and a Version.
-func (h *harness) cluster(n int) []string {
+// Cluster creates n managed nodes, the server-version setting and a Version.
+func (h *Harness) Cluster(n int) []string {
 	var names []string
 	for i := range n {
 		names = append(names, fmt.Sprintf("node-%d", i+1))
-		h.node(names[i], "Harvester v1.7.1")
+		h.Node(names[i], "Harvester v1.7.1")
 	}
-	h.must(h.c.Create(h.ctx(), &harvesterv1beta1.Setting{ObjectMeta: metav1.ObjectMeta{Name: cluster.ServerVersionSetting}, Value: "v1.7.1"}))
-	h.must(h.c.Create(h.ctx(), &harvesterv1beta1.Version{
+	h.Must(h.C.Create(h.Ctx(), &harvesterv1beta1.Setting{ObjectMeta: metav1.ObjectMeta{Name: cluster.ServerVersionSetting}, Value: "v1.7.1"}))
+	h.Must(h.C.Create(h.Ctx(), &harvesterv1beta1.Version{
 		ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: "v1.8.0"},
 		Spec:       harvesterv1beta1.VersionSpec{ISOURL: "https://releases.example.com/harvester-v1.8.0-amd64.iso", ISOChecksum: "abc123"},
 	}))
 	return names
 }
 
-// plan creates a plan.
-func (h *harness) plan(spec v1beta1.UpgradePlanSpec, annotations ...string) *v1beta1.UpgradePlan {
-	h.t.Helper()
+// Plan creates a plan.
+func (h *Harness) Plan(spec v1beta1.UpgradePlanSpec, annotations ...string) *v1beta1.UpgradePlan {
+	h.T.Helper()
 	p := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "hvst-upgrade-"}, Spec: spec}
 	if len(annotations) > 0 {
 		p.Annotations = map[string]string{}
@@ -314,42 +357,43 @@ func (h *harness) plan(spec v1beta1.UpgradePlanSpec, annotations ...string) *v1b
 			p.Annotations[annotations[i]] = annotations[i+1]
 		}
 	}
-	h.must(h.c.Create(h.ctx(), p))
+	h.Must(h.C.Create(h.Ctx(), p))
 	return p
 }
 
-// get reads a plan.
-func (h *harness) get(name string) *v1beta1.UpgradePlan {
-	h.t.Helper()
+// Get reads a plan.
+func (h *Harness) Get(name string) *v1beta1.UpgradePlan {
+	h.T.Helper()
 	p := &v1beta1.UpgradePlan{}
-	h.must(h.c.Get(h.ctx(), client.ObjectKey{Name: name}, p))
+	h.Must(h.C.Get(h.Ctx(), client.ObjectKey{Name: name}, p))
 	return p
 }
 
-// waitPhase waits for the plan to reach a phase and returns it.
-func (h *harness) waitPhase(name string, phase v1beta1.UpgradePlanPhase) *v1beta1.UpgradePlan {
-	h.t.Helper()
+// WaitPhase waits for the plan to reach a phase and returns it.
+func (h *Harness) WaitPhase(name string, phase v1beta1.UpgradePlanPhase) *v1beta1.UpgradePlan {
+	h.T.Helper()
 	var p *v1beta1.UpgradePlan
-	h.eventually(fmt.Sprintf("plan %s in phase %s", name, phase), func() (bool, string) {
-		p = h.get(name)
-		return p.Status.CurrentPhase == phase, describe(p)
+	h.Eventually(fmt.Sprintf("plan %s in phase %s", name, phase), func() (bool, string) {
+		p = h.Get(name)
+		return p.Status.CurrentPhase == phase, Describe(p)
 	})
 	return p
 }
 
-// waitProgressing waits until the Progressing message contains want.
-func (h *harness) waitProgressing(name, want string) *v1beta1.UpgradePlan {
-	h.t.Helper()
+// WaitProgressing waits until the Progressing message contains want.
+func (h *Harness) WaitProgressing(name, want string) *v1beta1.UpgradePlan {
+	h.T.Helper()
 	var p *v1beta1.UpgradePlan
-	h.eventually(fmt.Sprintf("plan %s progressing with %q", name, want), func() (bool, string) {
-		p = h.get(name)
+	h.Eventually(fmt.Sprintf("plan %s progressing with %q", name, want), func() (bool, string) {
+		p = h.Get(name)
 		c := p.Condition(v1beta1.ConditionProgressing)
-		return c != nil && strings.Contains(c.Message, want), describe(p)
+		return c != nil && strings.Contains(c.Message, want), Describe(p)
 	})
 	return p
 }
 
-func describe(p *v1beta1.UpgradePlan) string {
+// Describe says where a plan stands, for a test's failure.
+func Describe(p *v1beta1.UpgradePlan) string {
 	var conds []string
 	for _, c := range p.Status.Conditions {
 		conds = append(conds, fmt.Sprintf("%s=%s(%s: %s)", c.Type, c.Status, c.Reason, c.Message))
@@ -357,10 +401,10 @@ func describe(p *v1beta1.UpgradePlan) string {
 	return fmt.Sprintf("phase %q, conditions %s, nodes %v", p.Status.CurrentPhase, strings.Join(conds, "; "), p.Status.NodeUpgradeStatuses)
 }
 
-// events returns "Reason: message" of the plan's events.
-func (h *harness) events(plan string) []string {
+// Events returns "Reason: message" of the plan's events.
+func (h *Harness) Events(plan string) []string {
 	var list corev1.EventList
-	h.must(h.c.List(h.ctx(), &list))
+	h.Must(h.C.List(h.Ctx(), &list))
 	var out []string
 	for _, e := range list.Items {
 		if e.InvolvedObject.Kind == "UpgradePlan" && e.InvolvedObject.Name == plan {
@@ -371,55 +415,55 @@ func (h *harness) events(plan string) []string {
 	return out
 }
 
-// waitEvent waits for an event of the plan containing want.
-func (h *harness) waitEvent(plan, want string) {
-	h.t.Helper()
-	h.eventually("event "+want, func() (bool, string) {
-		ev := h.events(plan)
+// WaitEvent waits for an event of the plan containing want.
+func (h *Harness) WaitEvent(plan, want string) {
+	h.T.Helper()
+	h.Eventually("event "+want, func() (bool, string) {
+		ev := h.Events(plan)
 		return slices.ContainsFunc(ev, func(e string) bool { return strings.Contains(e, want) }), strings.Join(ev, "\n")
 	})
 }
 
-// waitObject waits until an object exists and returns it.
-func (h *harness) waitObject(key client.ObjectKey, obj client.Object) {
-	h.t.Helper()
-	h.eventually(fmt.Sprintf("%T %s", obj, key), func() (bool, string) {
-		err := h.c.Get(h.ctx(), key, obj)
+// WaitObject waits until an object exists and returns it.
+func (h *Harness) WaitObject(key client.ObjectKey, obj client.Object) {
+	h.T.Helper()
+	h.Eventually(fmt.Sprintf("%T %s", obj, key), func() (bool, string) {
+		err := h.C.Get(h.Ctx(), key, obj)
 		return err == nil, fmt.Sprint(err)
 	})
 }
 
-// setImported reports a VirtualMachineImage as imported, as CDI would.
-func (h *harness) setImported(name string, status, retryLimit, msg string) {
-	h.t.Helper()
+// SetImported reports a VirtualMachineImage as imported, as CDI would.
+func (h *Harness) SetImported(name string, status, retryLimit, msg string) {
+	h.T.Helper()
 	img := &harvesterv1beta1.VirtualMachineImage{}
-	h.waitObject(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: name}, img)
+	h.WaitObject(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: name}, img)
 	img.Status.Progress = 100
 	img.Status.Conditions = []common.Condition{{Type: "Imported", Status: status, Message: msg}}
 	if retryLimit != "" {
 		img.Status.Conditions = append(img.Status.Conditions, common.Condition{Type: "RetryLimitExceeded", Status: retryLimit, Message: msg})
 	}
-	h.must(cluster.UpdateStatus(h.ctx(), h.c, img))
+	h.Must(cluster.UpdateStatus(h.Ctx(), h.C, img))
 }
 
-// finishJob completes or fails a Job, as the Job controller would.
-func (h *harness) finishJob(namespace, name string, succeed bool) *batchv1.Job {
-	h.t.Helper()
+// FinishJob completes or fails a Job, as the Job controller would.
+func (h *Harness) FinishJob(namespace, name string, succeed bool) *batchv1.Job {
+	h.T.Helper()
 	j := &batchv1.Job{}
-	h.waitObject(client.ObjectKey{Namespace: namespace, Name: name}, j)
+	h.WaitObject(client.ObjectKey{Namespace: namespace, Name: name}, j)
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	if succeed {
 		cluster.MarkJobSucceeded(j, now)
 	} else {
 		cluster.MarkJobFailed(j, "BackoffLimitExceeded", "Job has reached the specified backoff limit", now)
 	}
-	h.must(h.c.Status().Update(h.ctx(), j))
+	h.Must(h.C.Status().Update(h.Ctx(), j))
 	return j
 }
 
-// writesDuring counts the manager's writes while f runs, but for the
+// WritesDuring counts the manager's writes while f runs, but for the
 // leader's renewals of its Lease, which go on whatever happens.
-func (h *harness) writesDuring(f func()) map[apicount.Key]int {
+func (h *Harness) WritesDuring(f func()) map[apicount.Key]int {
 	h.counter.Reset()
 	f()
 	writes := h.counter.Writes()
@@ -427,20 +471,32 @@ func (h *harness) writesDuring(f func()) map[apicount.Key]int {
 	return writes
 }
 
-// absent reports whether an object does not exist.
-func (h *harness) absent(key client.ObjectKey, obj client.Object) bool {
-	return apierrors.IsNotFound(h.c.Get(h.ctx(), key, obj))
+// Absent reports whether an object does not exist.
+func (h *Harness) Absent(key client.ObjectKey, obj client.Object) bool {
+	return apierrors.IsNotFound(h.C.Get(h.Ctx(), key, obj))
 }
 
-// touch changes an annotation of the plan so that the manager reconciles it
+// Touch changes an annotation of the plan so that the manager reconciles it
 // now (after a fake clock step, a deadline's real-time requeue is too late).
-func (h *harness) touch(name string) {
-	h.t.Helper()
-	p := h.get(name)
+func (h *Harness) Touch(name string) {
+	h.T.Helper()
+	p := h.Get(name)
 	before := p.DeepCopy()
 	if p.Annotations == nil {
 		p.Annotations = map[string]string{}
 	}
 	p.Annotations["test/touched"] = time.Now().String()
-	h.must(h.c.Patch(h.ctx(), p, client.MergeFrom(before)))
+	h.Must(h.C.Patch(h.Ctx(), p, client.MergeFrom(before)))
+}
+
+// WholePass waits until the plan controller has run a whole pass that
+// began after this call (testenv.WholePass), touching the plan so that
+// passes come, and returns how many passes ended meanwhile: whatever the
+// manager was shown before the call, it has acted on. One manager runs at a
+// time.
+func (h *Harness) WholePass(plan string) int {
+	h.T.Helper()
+	n, err := testenv.WholePass(h.Ctx(), controller.ControllerName, func() error { h.Touch(plan); return nil })
+	h.Must(err)
+	return n
 }

@@ -1,4 +1,4 @@
-package controller_test
+package phase_test
 
 import (
 	"fmt"
@@ -19,6 +19,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/names"
+	"github.com/harvester/upgrade-toolkit/internal/plantest"
 )
 
 // kubeletServer plays the kubelets of the nodes for the API server, which
@@ -32,16 +33,16 @@ type kubeletServer struct {
 	logs map[string]string
 }
 
-func newKubeletServer(h *harness, capacity, used uint64) *kubeletServer {
-	h.t.Helper()
+func newKubeletServer(h *plantest.Harness, capacity, used uint64) *kubeletServer {
+	h.T.Helper()
 	var slices discoveryv1.EndpointSliceList
-	h.must(h.c.List(h.ctx(), &slices, client.InNamespace("default"), client.MatchingLabels{discoveryv1.LabelServiceName: "kubernetes"}))
+	h.Must(h.C.List(h.Ctx(), &slices, client.InNamespace("default"), client.MatchingLabels{discoveryv1.LabelServiceName: "kubernetes"}))
 	if len(slices.Items) == 0 || len(slices.Items[0].Endpoints) == 0 {
-		h.t.Fatal("the API server advertises no address")
+		h.T.Fatal("the API server advertises no address")
 	}
 	k := &kubeletServer{ip: slices.Items[0].Endpoints[0].Addresses[0], logs: map[string]string{}}
 	l, err := net.Listen("tcp", net.JoinHostPort(k.ip, "0"))
-	h.must(err)
+	h.Must(err)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch p := r.URL.Path; {
 		case p == "/stats/summary":
@@ -58,46 +59,46 @@ func newKubeletServer(h *harness, capacity, used uint64) *kubeletServer {
 	}))
 	srv.Listener = l
 	srv.StartTLS()
-	h.t.Cleanup(srv.Close)
+	h.T.Cleanup(srv.Close)
 	port, err := strconv.Atoi(strings.TrimPrefix(srv.URL[strings.LastIndex(srv.URL, ":"):], ":"))
-	h.must(err)
+	h.Must(err)
 	k.port = int32(port)
 	return k
 }
 
 // serve makes the node reachable at the kubelet server.
-func (k *kubeletServer) serve(h *harness, node string) {
-	h.t.Helper()
+func (k *kubeletServer) serve(h *plantest.Harness, node string) {
+	h.T.Helper()
 	n := &corev1.Node{}
-	h.must(h.c.Get(h.ctx(), client.ObjectKey{Name: node}, n))
+	h.Must(h.C.Get(h.Ctx(), client.ObjectKey{Name: node}, n))
 	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: k.ip}}
 	n.Status.DaemonEndpoints.KubeletEndpoint.Port = k.port
-	h.must(h.c.Status().Update(h.ctx(), n))
+	h.Must(h.C.Status().Update(h.Ctx(), n))
 }
 
 // jobPod creates the pod a Job ran on a node, with its log.
-func (k *kubeletServer) jobPod(h *harness, namespace, job, node, log string) {
-	h.t.Helper()
+func (k *kubeletServer) jobPod(h *plantest.Harness, namespace, job, node, log string) {
+	h.T.Helper()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: job + "-x7k2p", Labels: map[string]string{batchv1.JobNameLabel: job}},
 		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "apply", Image: "x"}}},
 	}
-	h.must(h.c.Create(h.ctx(), pod))
-	h.t.Cleanup(func() { _ = h.c.Delete(h.ctx(), pod) })
+	h.Must(h.C.Create(h.Ctx(), pod))
+	h.T.Cleanup(func() { _ = h.C.Delete(h.Ctx(), pod) })
 	k.logs[namespace+"/"+pod.Name] = log
 }
 
 // TestDiskCheckReadsTheKubeletsThroughTheAPIServer: the pre-flight disk
 // check reaches each kubelet through the API server's node proxy.
 func TestDiskCheckReadsTheKubeletsThroughTheAPIServer(t *testing.T) {
-	h := newHarness(t)
-	h.cfg.Kubelet = nil // the manager's own: through the node proxy
-	h.restart()
+	h := plantest.New(t)
+	h.Cfg.Kubelet = nil // the manager's own: through the node proxy
+	h.Restart()
 	k := newKubeletServer(h, 100<<30, 80<<30)
-	nodes := h.harvester(1)
+	nodes := h.Harvester(1)
 	k.serve(h, nodes[0])
-	p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
-	p = h.waitPhase(p.Name, v1beta1.PhaseFailed)
+	p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+	p = h.WaitPhase(p.Name, v1beta1.PhaseFailed)
 	if c := p.Condition(v1beta1.ConditionProgressing); !strings.Contains(c.Message, "node-1") || !strings.Contains(c.Message, "pre-flight check failed") {
 		t.Errorf("failure %q does not report node-1's full disk", c.Message)
 	}
@@ -109,38 +110,38 @@ func TestFailedJobsQuoteTheirLogs(t *testing.T) {
 	tests := []struct {
 		name string
 		// fail plays the foreign side until a Job fails, with the given log.
-		fail func(h *harness, k *kubeletServer, plan string, nodes []string, log string)
+		fail func(h *plantest.Harness, k *kubeletServer, plan string, nodes []string, log string)
 	}{
 		{name: "preload Job of system-upgrade-controller",
-			fail: func(h *harness, k *kubeletServer, plan string, nodes []string, log string) {
-				job := h.sucJob(names.ImagePreloadPlan(plan), nodes[0])
+			fail: func(h *plantest.Harness, k *kubeletServer, plan string, nodes []string, log string) {
+				job := h.SucJob(names.ImagePreloadPlan(plan), nodes[0])
 				k.jobPod(h, cluster.CattleNamespace, job, nodes[0], log)
-				h.finishJob(cluster.CattleNamespace, job, false)
+				h.FinishJob(cluster.CattleNamespace, job, false)
 			},
 		},
 		{name: "cluster-upgrade Job",
-			fail: func(h *harness, k *kubeletServer, plan string, nodes []string, log string) {
-				h.preload(plan, nodes)
-				h.waitPhase(plan, v1beta1.PhaseClusterUpgrading)
+			fail: func(h *plantest.Harness, k *kubeletServer, plan string, nodes []string, log string) {
+				h.Preload(plan, nodes)
+				h.WaitPhase(plan, v1beta1.PhaseClusterUpgrading)
 				job := names.ClusterUpgradeJob(plan)
 				k.jobPod(h, cluster.HarvesterNamespace, job, nodes[0], log)
-				h.finishJob(cluster.HarvesterNamespace, job, false)
+				h.FinishJob(cluster.HarvesterNamespace, job, false)
 			},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t)
+			h := plantest.New(t)
 			k := newKubeletServer(h, 200<<30, 40<<30)
-			nodes := h.harvester(1)
+			nodes := h.Harvester(1)
 			k.serve(h, nodes[0])
-			p := h.plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
-			h.waitPhase(p.Name, v1beta1.PhaseISODownloading)
-			h.setImported(names.ISOImage(p.Name), "True", "", "")
-			h.serveRepo(p.Name)
-			h.waitPhase(p.Name, v1beta1.PhaseImagePreloading)
+			p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+			h.WaitPhase(p.Name, v1beta1.PhaseISODownloading)
+			h.SetImported(names.ISOImage(p.Name), "True", "", "")
+			h.ServeRepo(p.Name)
+			h.WaitPhase(p.Name, v1beta1.PhaseImagePreloading)
 			tt.fail(h, k, p.Name, nodes, "step 1 done\nerror: no space left on device")
-			p = h.waitPhase(p.Name, v1beta1.PhaseFailed)
+			p = h.WaitPhase(p.Name, v1beta1.PhaseFailed)
 			if c := p.Condition(v1beta1.ConditionProgressing); !strings.Contains(c.Message, "last log lines:\nstep 1 done\nerror: no space left on device") {
 				t.Errorf("failure %q does not quote the Job's log", c.Message)
 			}

@@ -1,4 +1,4 @@
-package controller_test
+package plantest
 
 import (
 	"encoding/json"
@@ -10,10 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
@@ -29,14 +28,14 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/names"
 )
 
-// harvester creates a Harvester cluster of n nodes with what the node
+// Harvester creates a Harvester cluster of n nodes with what the node
 // upgrade touches: Rancher's provisioning Cluster, a CAPI Machine and a
 // machine-plan Secret per node, the Longhorn setting, the descheduler Addon,
 // KubeVirt and the harvester ManagedChart.
-func (h *harness) harvester(n int) []string {
-	h.t.Helper()
-	nodes := h.cluster(n)
-	create := func(obj client.Object) { h.t.Helper(); h.must(h.c.Create(h.ctx(), obj)) }
+func (h *Harness) Harvester(n int) []string {
+	h.T.Helper()
+	nodes := h.Cluster(n)
+	create := func(obj client.Object) { h.T.Helper(); h.Must(h.C.Create(h.Ctx(), obj)) }
 	create(&provisioningv1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: cluster.LocalClusterName},
 		Spec: provisioningv1.ClusterSpec{KubernetesVersion: "v1.34.4+rke2r1", RKEConfig: &provisioningv1.RKEConfig{
@@ -50,12 +49,12 @@ func (h *harness) harvester(n int) []string {
 				InfrastructureRef: corev1.ObjectReference{APIVersion: "rke.cattle.io/v1", Kind: "CustomMachine", Name: "custom-" + node}}}
 		create(m)
 		m.Status = capiv1beta1.MachineStatus{Phase: "Running", NodeRef: &corev1.ObjectReference{Kind: "Node", Name: node}}
-		h.must(h.c.Status().Update(h.ctx(), m))
+		h.Must(h.C.Status().Update(h.Ctx(), m))
 		create(&corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: m.Name + "-machine-plan",
 				Labels: map[string]string{cluster.LabelMachineName: m.Name}},
 			Type: cluster.MachinePlanSecretType,
-			Data: map[string][]byte{"plan": machinePlanData(node)},
+			Data: map[string][]byte{"plan": MachinePlanData(node)},
 		})
 	}
 	create(&longhornv1beta2.Setting{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.LonghornNamespace,
@@ -66,72 +65,73 @@ func (h *harness) harvester(n int) []string {
 		Spec: kubevirtv1.KubeVirtSpec{WorkloadUpdateStrategy: kubevirtv1.KubeVirtWorkloadUpdateStrategy{WorkloadUpdateMethods: []string{"LiveMigrate"}}}})
 	create(&managementv3.ManagedChart{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalNamespace, Name: cluster.HarvesterManagedChart},
 		Spec: managementv3.ManagedChartSpec{Chart: "harvester", Version: "1.7.1"}})
-	h.chartDeployed(cluster.HarvesterManagedChart)
+	h.ChartDeployed(cluster.HarvesterManagedChart)
 	create(&managementv3.Setting{ObjectMeta: metav1.ObjectMeta{Name: cluster.RancherServerVersionSetting}, Value: "v2.13.1"})
 	return nodes
 }
 
-// chartDeployed plays Fleet deploying a ManagedChart's current spec.
-func (h *harness) chartDeployed(name string) {
-	h.t.Helper()
+// ChartDeployed plays Fleet deploying a ManagedChart's current spec.
+func (h *Harness) ChartDeployed(name string) {
+	h.T.Helper()
 	mc := &managementv3.ManagedChart{}
-	h.must(h.c.Get(h.ctx(), client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: name}, mc))
+	h.Must(h.C.Get(h.Ctx(), client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: name}, mc))
 	mc.Status = managementv3.ManagedChartStatus{ObservedGeneration: mc.Status.ObservedGeneration + 1, Conditions: []common.Condition{{Type: "Ready", Status: "True"}},
 		Summary: fleetv1alpha1.BundleSummary{Ready: 1, DesiredReady: 1}}
-	h.must(h.c.Status().Update(h.ctx(), mc))
+	h.Must(h.C.Status().Update(h.Ctx(), mc))
 }
 
-// chartDeploying plays Fleet rolling out a ManagedChart's change: its one
+// ChartDeploying plays Fleet rolling out a ManagedChart's change: its one
 // deployment waits to be applied.
-func (h *harness) chartDeploying(name string) {
-	h.t.Helper()
+func (h *Harness) ChartDeploying(name string) {
+	h.T.Helper()
 	mc := &managementv3.ManagedChart{}
-	h.must(h.c.Get(h.ctx(), client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: name}, mc))
+	h.Must(h.C.Get(h.Ctx(), client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: name}, mc))
 	mc.Status.Summary = fleetv1alpha1.BundleSummary{WaitApplied: 1, DesiredReady: 1}
 	mc.Status.Unavailable = 1
-	h.must(h.c.Status().Update(h.ctx(), mc))
+	h.Must(h.C.Status().Update(h.Ctx(), mc))
 }
 
-// clusterUpgraded plays the cluster-upgrade Job and what it changes: the
-// harvester chart at the release's version deployed by Fleet, Harvester and
+// ClusterUpgraded plays the cluster-upgrade Job and what it changes: the
+// Harvester chart at the release's version deployed by Fleet, Harvester and
 // Rancher reporting the release's versions; then the Job succeeds.
-func (h *harness) clusterUpgraded(plan string) {
-	h.t.Helper()
+func (h *Harness) ClusterUpgraded(plan string) {
+	h.T.Helper()
 	// The Job exists once the plan has done its own changes to the chart.
-	h.waitObject(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.ClusterUpgradeJob(plan)}, &batchv1.Job{})
-	rel := h.repo.Release
-	h.upgradeHarvesterChart()
-	h.chartDeployed(cluster.HarvesterManagedChart)
-	h.setSetting(&harvesterv1beta1.Setting{}, cluster.ServerVersionSetting, rel.Harvester)
-	h.setSetting(&managementv3.Setting{}, cluster.RancherServerVersionSetting, rel.Rancher)
-	h.finishJob(cluster.HarvesterNamespace, names.ClusterUpgradeJob(plan), true)
+	h.WaitObject(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.ClusterUpgradeJob(plan)}, &batchv1.Job{})
+	rel := h.Repo.Release
+	h.UpgradeHarvesterChart()
+	h.ChartDeployed(cluster.HarvesterManagedChart)
+	h.SetSetting(&harvesterv1beta1.Setting{}, cluster.ServerVersionSetting, rel.Harvester)
+	h.SetSetting(&managementv3.Setting{}, cluster.RancherServerVersionSetting, rel.Rancher)
+	h.FinishJob(cluster.HarvesterNamespace, names.ClusterUpgradeJob(plan), true)
 }
 
-// upgradeHarvesterChart asks for the release's harvester chart, as the
-// cluster-upgrade Job does.
-func (h *harness) upgradeHarvesterChart() {
-	h.t.Helper()
+// UpgradeHarvesterChart asks for the release's harvester chart, as the
+// Cluster-upgrade Job does.
+func (h *Harness) UpgradeHarvesterChart() {
+	h.T.Helper()
 	mc := &managementv3.ManagedChart{}
-	h.must(h.c.Get(h.ctx(), client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: cluster.HarvesterManagedChart}, mc))
-	mc.Spec.Version = h.repo.Release.HarvesterChart
-	h.must(h.c.Update(h.ctx(), mc))
+	h.Must(h.C.Get(h.Ctx(), client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: cluster.HarvesterManagedChart}, mc))
+	mc.Spec.Version = h.Repo.Release.HarvesterChart
+	h.Must(h.C.Update(h.Ctx(), mc))
 }
 
-// setSetting sets the value of a Harvester or Rancher setting.
-func (h *harness) setSetting(s client.Object, name, value string) {
-	h.t.Helper()
-	h.must(h.c.Get(h.ctx(), client.ObjectKey{Name: name}, s))
+// SetSetting sets the value of a Harvester or Rancher setting.
+func (h *Harness) SetSetting(s client.Object, name, value string) {
+	h.T.Helper()
+	h.Must(h.C.Get(h.Ctx(), client.ObjectKey{Name: name}, s))
 	switch o := s.(type) {
 	case *harvesterv1beta1.Setting:
 		o.Value = value
 	case *managementv3.Setting:
 		o.Value = value
 	}
-	h.must(h.c.Update(h.ctx(), s))
+	h.Must(h.C.Update(h.Ctx(), s))
 }
 
-func (h *harness) deleteHarvester() {
-	ctx := h.ctx()
+// DeleteHarvester deletes the objects Harvester created.
+func (h *Harness) DeleteHarvester() {
+	ctx := h.Ctx()
 	for _, d := range []struct {
 		obj client.Object
 		ns  string
@@ -145,39 +145,39 @@ func (h *harness) deleteHarvester() {
 		{&managementv3.Setting{}, ""},
 		{&corev1.ConfigMap{}, cluster.HarvesterNamespace},
 	} {
-		_ = h.c.DeleteAllOf(ctx, d.obj, client.InNamespace(d.ns))
+		_ = h.C.DeleteAllOf(ctx, d.obj, client.InNamespace(d.ns))
 	}
 }
 
-// serveRepo makes the repo Deployment available and its Service reachable,
+// ServeRepo makes the repo Deployment available and its Service reachable,
 // as the Deployment and EndpointSlice controllers would.
-func (h *harness) serveRepo(plan string) {
-	h.t.Helper()
+func (h *Harness) ServeRepo(plan string) {
+	h.T.Helper()
 	dep := &appsv1.Deployment{}
-	h.waitObject(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.Repo(plan)}, dep)
+	h.WaitObject(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.Repo(plan)}, dep)
 	r := ptr.Deref(dep.Spec.Replicas, 1)
 	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: r, ReadyReplicas: r, AvailableReplicas: r, UpdatedReplicas: r}
-	h.must(h.c.Status().Update(h.ctx(), dep))
+	h.Must(h.C.Status().Update(h.Ctx(), dep))
 	svc := &corev1.Service{}
-	h.waitObject(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.Repo(plan)}, svc)
-	h.must(h.c.Create(h.ctx(), &discoveryv1.EndpointSlice{
+	h.WaitObject(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.Repo(plan)}, svc)
+	h.Must(h.C.Create(h.Ctx(), &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: svc.Name + "-abcde",
 			Labels: map[string]string{discoveryv1.LabelServiceName: svc.Name}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.52.0.9"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
 		Ports:       []discoveryv1.EndpointPort{{Port: ptr.To[int32](8080)}},
 	}))
-	h.t.Cleanup(func() {
-		_ = h.c.DeleteAllOf(h.ctx(), &discoveryv1.EndpointSlice{}, client.InNamespace(cluster.HarvesterNamespace))
+	h.T.Cleanup(func() {
+		_ = h.C.DeleteAllOf(h.Ctx(), &discoveryv1.EndpointSlice{}, client.InNamespace(cluster.HarvesterNamespace))
 	})
 }
 
-// sucJob creates the Job system-upgrade-controller would run for a Plan on a
-// node, with its labels, and returns its name.
-func (h *harness) sucJob(plan, node string) string {
-	h.t.Helper()
+// SucJob creates the Job system-upgrade-controller would run for a Plan on a
+// Node, with its labels, and returns its name.
+func (h *Harness) SucJob(plan, node string) string {
+	h.T.Helper()
 	p := &upgradev1.Plan{}
-	h.waitObject(client.ObjectKey{Namespace: cluster.CattleNamespace, Name: plan}, p)
+	h.WaitObject(client.ObjectKey{Namespace: cluster.CattleNamespace, Name: plan}, p)
 	labels := map[string]string{cluster.LabelSUCPlan: plan, cluster.LabelSUCNode: node}
 	for k, v := range p.Labels {
 		labels[k] = v
@@ -190,148 +190,148 @@ func (h *harness) sucJob(plan, node string) string {
 			Containers:    []corev1.Container{{Name: "upgrade", Image: p.Spec.Upgrade.Image + ":" + p.Spec.Version}},
 		}}},
 	}
-	h.must(h.c.Create(h.ctx(), j))
+	h.Must(h.C.Create(h.Ctx(), j))
 	return name
 }
 
-// preload runs the image-preload Plan's Jobs on the nodes to success.
-func (h *harness) preload(plan string, nodes []string) {
-	h.t.Helper()
+// Preload runs the image-preload Plan's Jobs on the nodes to success.
+func (h *Harness) Preload(plan string, nodes []string) {
+	h.T.Helper()
 	for _, n := range nodes {
-		h.finishJob(cluster.CattleNamespace, h.sucJob(names.ImagePreloadPlan(plan), n), true)
+		h.FinishJob(cluster.CattleNamespace, h.SucJob(names.ImagePreloadPlan(plan), n), true)
 	}
 }
 
-// driveToNodeUpgrading plays the foreign components through the phases
+// DriveToNodeUpgrading plays the foreign components through the phases
 // before NodeUpgrade.
-func (h *harness) driveToNodeUpgrading(plan string, nodes []string) *v1beta1.UpgradePlan {
-	h.t.Helper()
-	h.waitPhase(plan, v1beta1.PhaseISODownloading)
-	h.setImported(names.ISOImage(plan), "True", "", "")
-	h.waitPhase(plan, v1beta1.PhaseRepoCreating)
-	h.serveRepo(plan)
-	h.waitPhase(plan, v1beta1.PhaseImagePreloading)
-	h.preload(plan, nodes)
-	h.waitPhase(plan, v1beta1.PhaseClusterUpgrading)
-	h.clusterUpgraded(plan)
-	return h.waitPhase(plan, v1beta1.PhaseNodeUpgrading)
+func (h *Harness) DriveToNodeUpgrading(plan string, nodes []string) *v1beta1.UpgradePlan {
+	h.T.Helper()
+	h.WaitPhase(plan, v1beta1.PhaseISODownloading)
+	h.SetImported(names.ISOImage(plan), "True", "", "")
+	h.WaitPhase(plan, v1beta1.PhaseRepoCreating)
+	h.ServeRepo(plan)
+	h.WaitPhase(plan, v1beta1.PhaseImagePreloading)
+	h.Preload(plan, nodes)
+	h.WaitPhase(plan, v1beta1.PhaseClusterUpgrading)
+	h.ClusterUpgraded(plan)
+	return h.WaitPhase(plan, v1beta1.PhaseNodeUpgrading)
 }
 
-// machinePlanData is what Rancher keeps in a node's machine-plan Secret,
+// MachinePlanData is what Rancher keeps in a node's machine-plan Secret,
 // which the toolkit must never change.
-func machinePlanData(node string) []byte {
+func MachinePlanData(node string) []byte {
 	return []byte(`{"files":[{"path":"/etc/rancher/rke2/config.yaml.d/50-rancher.yaml","content":"bm9kZS1uYW1lOiA="}],"node":"` + node + `"}`)
 }
 
-// machinePlan returns a node's machine-plan Secret.
-func (h *harness) machinePlan(node string) *corev1.Secret {
-	h.t.Helper()
+// MachinePlan returns a node's machine-plan Secret.
+func (h *Harness) MachinePlan(node string) *corev1.Secret {
+	h.T.Helper()
 	s := &corev1.Secret{}
-	h.must(h.c.Get(h.ctx(), client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: "custom-" + node + "-machine-plan"}, s))
+	h.Must(h.C.Get(h.Ctx(), client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: "custom-" + node + "-machine-plan"}, s))
 	return s
 }
 
-// rancherAsks sets Rancher's drain-hook request (pre-drain or post-drain)
+// RancherAsks sets Rancher's drain-hook request (pre-drain or post-drain)
 // on a node's machine-plan Secret and returns its value. Rancher asks for
 // the post-drain hook once it upgraded RKE2 on the node.
-func (h *harness) rancherAsks(node, request string) string {
-	h.t.Helper()
+func (h *Harness) RancherAsks(node, request string) string {
+	h.T.Helper()
 	if request == cluster.AnnotationRancherPostDrain {
-		h.rke2Upgraded(node)
+		h.Rke2Upgraded(node)
 	}
-	s := h.machinePlan(node)
+	s := h.MachinePlan(node)
 	before := s.DeepCopy()
 	if s.Annotations == nil {
 		s.Annotations = map[string]string{}
 	}
 	v, _ := json.Marshal(map[string]any{"deleteEmptyDirData": true, "enabled": true, "force": true, "node": node, "at": time.Now().UnixNano()})
 	s.Annotations[request] = string(v)
-	h.must(h.c.Patch(h.ctx(), s, client.MergeFrom(before)))
+	h.Must(h.C.Patch(h.Ctx(), s, client.MergeFrom(before)))
 	return string(v)
 }
 
-// waitAck waits until the toolkit acknowledged a request with its hook.
-func (h *harness) waitAck(node, ack, value string) {
-	h.t.Helper()
-	h.eventually(fmt.Sprintf("%s of %s", ack, node), func() (bool, string) {
-		s := h.machinePlan(node)
+// WaitAck waits until the toolkit acknowledged a request with its hook.
+func (h *Harness) WaitAck(node, ack, value string) {
+	h.T.Helper()
+	h.Eventually(fmt.Sprintf("%s of %s", ack, node), func() (bool, string) {
+		s := h.MachinePlan(node)
 		return s.Annotations[ack] == value, fmt.Sprintf("annotations %v", s.Annotations)
 	})
 }
 
-// rancherDone clears the drain annotations of a node, as Rancher does once
+// RancherDone clears the drain annotations of a node, as Rancher does once
 // it uncordoned the node.
-func (h *harness) rancherDone(node string) {
-	h.t.Helper()
-	s := h.machinePlan(node)
+func (h *Harness) RancherDone(node string) {
+	h.T.Helper()
+	s := h.MachinePlan(node)
 	before := s.DeepCopy()
 	for _, k := range []string{cluster.AnnotationRancherPreDrain, cluster.AnnotationRancherPostDrain, v1beta1.AnnotationPreHook, v1beta1.AnnotationPostHook} {
 		delete(s.Annotations, k)
 	}
-	h.must(h.c.Patch(h.ctx(), s, client.MergeFrom(before)))
+	h.Must(h.C.Patch(h.Ctx(), s, client.MergeFrom(before)))
 }
 
-// reboot reports the node back from a reboot (a new boot ID) with an OS
+// Reboot reports the node back from a reboot (a new boot ID) with an OS
 // image, running the release's RKE2.
-func (h *harness) reboot(node, osImage string) {
-	h.t.Helper()
+func (h *Harness) Reboot(node, osImage string) {
+	h.T.Helper()
 	n := &corev1.Node{}
-	h.must(h.c.Get(h.ctx(), client.ObjectKey{Name: node}, n))
+	h.Must(h.C.Get(h.Ctx(), client.ObjectKey{Name: node}, n))
 	n.Status.NodeInfo.OSImage, n.Status.NodeInfo.BootID = osImage, string(uuid.NewUUID())
-	n.Status.NodeInfo.KubeletVersion = h.repo.Release.KubeletVersion()
-	h.must(h.c.Status().Update(h.ctx(), n))
+	n.Status.NodeInfo.KubeletVersion = h.Repo.Release.KubeletVersion()
+	h.Must(h.C.Status().Update(h.Ctx(), n))
 }
 
-// rke2Upgraded reports the node's kubelet at the release's version, as
+// Rke2Upgraded reports the node's kubelet at the release's version, as
 // after Rancher upgraded RKE2 on it.
-func (h *harness) rke2Upgraded(node string) {
-	h.t.Helper()
+func (h *Harness) Rke2Upgraded(node string) {
+	h.T.Helper()
 	n := &corev1.Node{}
-	h.must(h.c.Get(h.ctx(), client.ObjectKey{Name: node}, n))
-	n.Status.NodeInfo.KubeletVersion = h.repo.Release.KubeletVersion()
-	h.must(h.c.Status().Update(h.ctx(), n))
+	h.Must(h.C.Get(h.Ctx(), client.ObjectKey{Name: node}, n))
+	n.Status.NodeInfo.KubeletVersion = h.Repo.Release.KubeletVersion()
+	h.Must(h.C.Status().Update(h.Ctx(), n))
 }
 
-// waitNodeState waits for a node's state in the plan.
-func (h *harness) waitNodeState(plan, node string, state v1beta1.NodeUpgradeState) *v1beta1.UpgradePlan {
-	h.t.Helper()
+// WaitNodeState waits for a node's state in the plan.
+func (h *Harness) WaitNodeState(plan, node string, state v1beta1.NodeUpgradeState) *v1beta1.UpgradePlan {
+	h.T.Helper()
 	var p *v1beta1.UpgradePlan
-	h.eventually(fmt.Sprintf("node %s in %s", node, state), func() (bool, string) {
-		p = h.get(plan)
-		return p.Status.NodeUpgradeStatuses[node].State == state, describe(p)
+	h.Eventually(fmt.Sprintf("node %s in %s", node, state), func() (bool, string) {
+		p = h.Get(plan)
+		return p.Status.NodeUpgradeStatuses[node].State == state, Describe(p)
 	})
 	return p
 }
 
-// nodeJob waits for a node Job and returns it.
-func (h *harness) nodeJob(plan, jobType, node string) *batchv1.Job {
-	h.t.Helper()
+// NodeJob waits for a node Job and returns it.
+func (h *Harness) NodeJob(plan, jobType, node string) *batchv1.Job {
+	h.T.Helper()
 	j := &batchv1.Job{}
-	h.waitObject(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.NodeJob(plan, jobType, node)}, j)
+	h.WaitObject(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.NodeJob(plan, jobType, node)}, j)
 	return j
 }
 
-// upgradeNode plays Rancher and the node Jobs for one node of a multi-node
-// cluster, from the pre-drain request to the node back in the new OS and
+// UpgradeNode plays Rancher and the node Jobs for one node of a multi-node
+// Cluster, from the pre-drain request to the node back in the new OS and
 // Rancher done with it.
-func (h *harness) upgradeNode(plan, node string) {
-	h.t.Helper()
-	pre := h.rancherAsks(node, cluster.AnnotationRancherPreDrain)
-	h.waitNodeState(plan, node, v1beta1.NodeStatePreDraining)
-	h.finishNode(plan, node, pre)
+func (h *Harness) UpgradeNode(plan, node string) {
+	h.T.Helper()
+	pre := h.RancherAsks(node, cluster.AnnotationRancherPreDrain)
+	h.WaitNodeState(plan, node, v1beta1.NodeStatePreDraining)
+	h.FinishNode(plan, node, pre)
 }
 
-// finishNode takes a node whose pre-drain Job runs (Rancher asked with
+// FinishNode takes a node whose pre-drain Job runs (Rancher asked with
 // pre) through the rest of its upgrade.
-func (h *harness) finishNode(plan, node, pre string) {
-	h.t.Helper()
-	h.finishJob(cluster.HarvesterNamespace, names.NodeJob(plan, v1beta1.JobTypePreDrain, node), true)
-	h.waitAck(node, v1beta1.AnnotationPreHook, pre)
-	post := h.rancherAsks(node, cluster.AnnotationRancherPostDrain)
-	h.waitNodeState(plan, node, v1beta1.NodeStatePostDraining)
-	h.finishJob(cluster.HarvesterNamespace, names.NodeJob(plan, v1beta1.JobTypePostDrain, node), true)
-	h.waitNodeState(plan, node, v1beta1.NodeStateWaitingReboot)
-	h.reboot(node, h.repo.Release.OS)
-	h.waitAck(node, v1beta1.AnnotationPostHook, post)
-	h.rancherDone(node)
+func (h *Harness) FinishNode(plan, node, pre string) {
+	h.T.Helper()
+	h.FinishJob(cluster.HarvesterNamespace, names.NodeJob(plan, v1beta1.JobTypePreDrain, node), true)
+	h.WaitAck(node, v1beta1.AnnotationPreHook, pre)
+	post := h.RancherAsks(node, cluster.AnnotationRancherPostDrain)
+	h.WaitNodeState(plan, node, v1beta1.NodeStatePostDraining)
+	h.FinishJob(cluster.HarvesterNamespace, names.NodeJob(plan, v1beta1.JobTypePostDrain, node), true)
+	h.WaitNodeState(plan, node, v1beta1.NodeStateWaitingReboot)
+	h.Reboot(node, h.Repo.Release.OS)
+	h.WaitAck(node, v1beta1.AnnotationPostHook, post)
+	h.RancherDone(node)
 }

@@ -1,4 +1,4 @@
-package phase
+package kept
 
 import (
 	"context"
@@ -29,15 +29,13 @@ func TestKeptListsFollowTheCache(t *testing.T) {
 	for seed := range uint64(10) {
 		rnd := rand.New(rand.NewPCG(seed, 1))
 		c := fake.NewClientBuilder().WithScheme(cluster.Scheme()).Build()
-		plan := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
-		kept := &Scope{Client: c, Plan: plan, Reuse: NewReuse()}
-		fresh := &Scope{Client: c, Plan: plan}
+		kept, fresh := New(), (*Lists)(nil)
 		for step := range 60 {
-			change(ctx, t, c, kept.Reuse, rnd)
+			change(ctx, t, c, kept, rnd)
 			if step%3 != 0 {
 				continue
 			}
-			if got, want := describeLists(ctx, t, kept), describeLists(ctx, t, fresh); got != want {
+			if got, want := describeLists(ctx, t, c, kept), describeLists(ctx, t, c, fresh); got != want {
 				t.Fatalf("seed %d, step %d: kept lists\n%s\nlisted afresh\n%s", seed, step, got, want)
 			}
 		}
@@ -46,7 +44,7 @@ func TestKeptListsFollowTheCache(t *testing.T) {
 
 // change makes one random change to the cluster and names it, as the
 // manager's watches do.
-func change(ctx context.Context, t *testing.T, c client.Client, r *Reuse, rnd *rand.Rand) {
+func change(ctx context.Context, t *testing.T, c client.Client, r *Lists, rnd *rand.Rand) {
 	t.Helper()
 	node := fmt.Sprintf("n%d", rnd.IntN(6))
 	var obj client.Object
@@ -105,9 +103,9 @@ func change(ctx context.Context, t *testing.T, c client.Client, r *Reuse, rnd *r
 }
 
 // describeLists says what a pass reads of the lists it keeps.
-func describeLists(ctx context.Context, t *testing.T, s *Scope) string {
+func describeLists(ctx context.Context, t *testing.T, c client.Reader, r *Lists) string {
 	t.Helper()
-	nodes, err := managedNodes(ctx, s)
+	nodes, err := r.ManagedNodes(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +113,7 @@ func describeLists(ctx context.Context, t *testing.T, s *Scope) string {
 	for _, n := range nodes {
 		out += " " + n.Name + "@" + n.Status.NodeInfo.BootID
 	}
-	jobs, err := readNodeJobs(ctx, s)
+	jobs, err := r.Jobs(ctx, c, NodeJobs("p"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +124,7 @@ func describeLists(ctx context.Context, t *testing.T, s *Scope) string {
 			out += fmt.Sprintf(" %s/%s=%s(%d)", jobType, node, j.Name, j.Status.Succeeded)
 		}
 	}
-	drains, err := readDrainRequests(ctx, s)
+	drains, err := r.DrainRequests(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}

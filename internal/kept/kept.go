@@ -1,4 +1,14 @@
-package phase
+// Package kept is the manager's scale machinery, the one seam the phases
+// read the cache's large lists through: the managed nodes, the Jobs of a
+// selection by type and node, and what Rancher's machine-plan Secrets say of
+// the drains, each kept from one pass to the next and brought up to date
+// with the objects that changed (Lists); the predicates that say which
+// updates of a Node or a Job change what a pass reads; the event handlers
+// with which the watches name the changes; and the pass's working copy of a
+// plan, which shares the node map of the plan it came from until the first
+// change (WorkingCopy). The controller only wires it: it builds a Lists and
+// marks the changes with the handlers.
+package kept
 
 import (
 	"cmp"
@@ -21,7 +31,7 @@ const (
 	numKinds
 )
 
-// Reuse keeps, from one pass to the next, what a pass derived from the
+// Lists keep, from one pass to the next, what a pass derived from the
 // cache's lists of some kinds, brought up to date with the objects of them
 // that change. A pass lists every node, every node Job and every machine plan, and on a
 // large cluster most passes come from a change of something else (a pod,
@@ -33,9 +43,9 @@ const (
 // NodeChangeMatters and JobChangeMatters compare; for the others, every
 // event), before the event asks for a pass: a pass asked for by a change
 // always reads a cache that holds it, and reads again only the objects
-// named since the last pass (reuseUpdating), not the whole list. The zero
-// value is not usable; a nil *Reuse derives on every pass.
-type Reuse struct {
+// named since the last pass (updating), not the whole list. The zero
+// value is not usable; a nil *Lists derives on every pass.
+type Lists struct {
 	mu      sync.Mutex
 	version [numKinds]uint64
 	// changed names, for each kind, the objects of its last changes, the
@@ -45,7 +55,7 @@ type Reuse struct {
 	kept    map[string]reused
 }
 
-// maxLogged bounds the changes of a kind named for reuseUpdating; a value
+// maxLogged bounds the changes of a kind named for updating; a value
 // older than that many changes is derived again.
 const maxLogged = 512
 
@@ -56,11 +66,11 @@ type reused struct {
 	value   any
 }
 
-// NewReuse returns an empty Reuse.
-func NewReuse() *Reuse { return &Reuse{kept: map[string]reused{}} }
+// New returns empty Lists.
+func New() *Lists { return &Lists{kept: map[string]reused{}} }
 
 // Changed records that the object key of kind k changed in the cache.
-func (r *Reuse) Changed(k Kind, key client.ObjectKey) {
+func (r *Lists) Changed(k Kind, key client.ObjectKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.version[k]++
@@ -74,7 +84,7 @@ func (r *Reuse) Changed(k Kind, key client.ObjectKey) {
 // Forget drops the values kept for keys: a phase done with them lets them
 // go, rather than hold a large cluster's lists (every node Job of the
 // upgrade, thousands at 500 nodes) to the plan's end.
-func (r *Reuse) Forget(keys ...string) {
+func (r *Lists) Forget(keys ...string) {
 	if r == nil {
 		return
 	}
@@ -86,7 +96,7 @@ func (r *Reuse) Forget(keys ...string) {
 }
 
 // Changes is how many changes of kind k were seen.
-func (r *Reuse) Changes(k Kind) uint64 {
+func (r *Lists) Changes(k Kind) uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.version[k]
@@ -94,7 +104,7 @@ func (r *Reuse) Changes(k Kind) uint64 {
 
 // changedSince names, each once, the objects of kind k changed after change
 // number v, and whether the log still names them all. The caller holds mu.
-func (r *Reuse) changedSince(k Kind, v uint64) ([]client.ObjectKey, bool) {
+func (r *Lists) changedSince(k Kind, v uint64) ([]client.ObjectKey, bool) {
 	if v < r.logged[k] {
 		return nil, false
 	}
@@ -105,7 +115,7 @@ func (r *Reuse) changedSince(k Kind, v uint64) ([]client.ObjectKey, bool) {
 	return slices.Compact(keys), true
 }
 
-// reuseUpdating returns the value kept for key, derived from the objects of
+// updating returns the value kept for key, derived from the objects of
 // kind k and of the kinds also. A change of one of also derives it again; the
 // objects of kind k named since it was derived are handed to update, which
 // reads them from the cache (which holds their changes before they are
@@ -113,7 +123,7 @@ func (r *Reuse) changedSince(k Kind, v uint64) ([]client.ObjectKey, bool) {
 // top level that shares the rest, read only). The value is shared by the
 // passes that follow and nothing but update may change it: update runs
 // between passes, and the plans' passes run one at a time.
-func reuseUpdating[T any](r *Reuse, key string, k Kind, derive func() (T, error), update func(T, []client.ObjectKey) (T, error), also ...Kind) (T, error) {
+func updating[T any](r *Lists, key string, k Kind, derive func() (T, error), update func(T, []client.ObjectKey) (T, error), also ...Kind) (T, error) {
 	if r == nil {
 		return derive()
 	}
@@ -138,7 +148,7 @@ func reuseUpdating[T any](r *Reuse, key string, k Kind, derive func() (T, error)
 // keep derives the value for key and keeps it as of versions now; a failed
 // derive keeps nothing. The versions are read before the lists: a change
 // during derive makes the next pass read it.
-func keep[T any](r *Reuse, key string, now [numKinds]uint64, derive func() (T, error)) (T, error) {
+func keep[T any](r *Lists, key string, now [numKinds]uint64, derive func() (T, error)) (T, error) {
 	v, err := derive()
 	r.mu.Lock()
 	defer r.mu.Unlock()
