@@ -33,6 +33,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
 	"github.com/harvester/upgrade-toolkit/internal/planstatus"
 	"github.com/harvester/upgrade-toolkit/internal/preflight"
+	"github.com/harvester/upgrade-toolkit/internal/vmledger"
 )
 
 // ControllerName names the plan controller; its events come from
@@ -60,6 +61,7 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 		PlanProgress: &cluster.PlanProgressReader{Reader: mgr.GetAPIReader()},
 		Plans:        plans,
 		Kept:         kept.New(),
+		Ledgers:      &vmledger.Cache{},
 	}
 	byPlanLabel := handler.EnqueueRequestsFromMapFunc(planOfLabel)
 	if err := ctrl.NewControllerManagedBy(mgr).
@@ -90,6 +92,9 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 		Watches(&longhornv1beta2.Volume{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: robustnessChanged})).
 		Complete(r); err != nil {
+		return err
+	}
+	if err := SetupLedger(mgr, cfg, clk); err != nil {
 		return err
 	}
 	return SetupDrainHook(mgr)

@@ -26,6 +26,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
 	"github.com/harvester/upgrade-toolkit/internal/planstatus"
+	"github.com/harvester/upgrade-toolkit/internal/vmledger"
 )
 
 // The plan reconciler adds and removes its finalizer with a patch, writes
@@ -55,6 +56,8 @@ type PlanReconciler struct {
 	// Kept holds the lists the passes read until they change; the watches
 	// mark the changes.
 	Kept *kept.Lists
+	// Ledgers reads the plans' VM ledgers, parsed once per version.
+	Ledgers *vmledger.Cache
 }
 
 // maxTransitionsPerPass bounds how many phase changes one reconcile makes, so
@@ -96,7 +99,7 @@ func (r *PlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res c
 	}
 	p := &pass{r: r, stored: plan, facts: facts, s: &phase.Scope{
 		Client: r.Client, APIReader: r.APIReader, Kube: r.Kube,
-		Clock: r.Clock, Config: r.Config, Log: log.FromContext(ctx), PlanProgress: r.PlanProgress, Kept: r.Kept,
+		Clock: r.Clock, Config: r.Config, Log: log.FromContext(ctx), PlanProgress: r.PlanProgress, Kept: r.Kept, Ledgers: r.Ledgers,
 	}}
 	p.s.SetWorkingCopy(plan)
 	defer func() { res, err = p.writeStatus(ctx, res, err) }()

@@ -26,6 +26,9 @@ type VMFacts struct {
 	ByUpgrade bool
 	// Consent: its shutdown-for-upgrade annotation names the plan.
 	Consent bool
+	// StopRequested: someone asked KubeVirt to stop it (virtctl stop of a
+	// RerunOnFailure or Manual VM keeps its run strategy).
+	StopRequested bool
 }
 
 // halted reports whether the VM's run strategy keeps it off.
@@ -123,7 +126,7 @@ func Observe(r *Record, f Facts, now time.Time, stallAfter time.Duration) (added
 		add(Event{At: now, Kind: Started, Node: f.VMI.Node, Instance: f.VMI.Instance, Cause: startCause(state, f)})
 	case state.Running && running && state.Instance != "" && f.VMI.Instance != state.Instance:
 		// Another instance runs: the one seen last ended in between.
-		add(Event{At: now, Kind: Ended, Node: state.Node, Why: "its instance was replaced"})
+		add(Event{At: now, Kind: Ended, Node: state.Node, Why: endedReplaced})
 		add(Event{At: now, Kind: Started, Node: f.VMI.Node, Instance: f.VMI.Instance, Cause: CauseKubeVirt})
 	case state.Running && running && f.VMI.Node != state.Node && f.VMI.Node != "":
 		// A move whose migration the cluster no longer has.
@@ -146,25 +149,42 @@ func stopEvent(f Facts, state Now, now time.Time) Event {
 		return Event{At: now, Kind: StoppedEvent, Node: node, Cause: CauseConsent}
 	case f.VM.halted() && f.VM.ByUpgrade:
 		return Event{At: now, Kind: StoppedEvent, Node: node, Cause: CauseUpgrade}
-	case f.VM.halted(), f.VM.startedByHand():
+	case f.VM.halted(), f.VM.startedByHand(), f.VM.StopRequested:
 		return Event{At: now, Kind: StoppedEvent, Node: node, Cause: CauseOwner}
 	}
-	why := "its instance went away"
-	if f.VMI != nil {
+	why := endedGone
+	switch {
+	case f.VMI == nil:
+	case f.VMI.Phase == cluster.VMIPhaseFailed:
+		why = endedFailed
+	case f.VMI.Phase == cluster.VMIPhaseSucceeded:
+		why = endedSucceeded
+	default:
 		why = "its instance " + f.VMI.Phase
 	}
 	return Event{At: now, Kind: Ended, Node: node, Why: why}
 }
 
+// Why an instance ended.
+const (
+	endedSucceeded = "its instance Succeeded"
+	endedFailed    = "its instance Failed"
+	endedGone      = "its instance went away"
+	endedReplaced  = "its instance was replaced"
+)
+
 // startCause says who started a VM again: the restore after the upgrade
-// stopped it, KubeVirt after its instance ended, else its owner.
+// stopped it; KubeVirt after its instance ended, where its run strategy
+// restarts it (Always, or RerunOnFailure after a failure); else its owner.
 func startCause(state Now, f Facts) Cause {
+	last := state.Last
 	switch {
-	case state.Last == nil:
+	case last == nil:
 		return CauseOwner
-	case state.Last.Kind == StoppedEvent && (state.Last.Cause == CauseUpgrade || state.Last.Cause == CauseConsent) && !f.VM.ByUpgrade:
+	case last.Kind == StoppedEvent && (last.Cause == CauseUpgrade || last.Cause == CauseConsent) && !f.VM.ByUpgrade:
 		return CauseRestore
-	case state.Last.Kind == Ended:
+	case last.Kind == Ended && (f.VM.RunStrategy == cluster.RunStrategyAlways ||
+		f.VM.RunStrategy == cluster.RunStrategyRerunOnFailure && last.Why != endedSucceeded):
 		return CauseKubeVirt
 	}
 	return CauseOwner

@@ -38,7 +38,9 @@ func TestObserve(t *testing.T) {
 	stoppedByUpgrade := running
 	stoppedByUpgrade.Events = []Event{{At: t0, Kind: StoppedEvent, Node: "node-2", Cause: CauseUpgrade}}
 	ended := running
-	ended.Events = []Event{{At: t0, Kind: Ended, Node: "node-2", Why: "its instance Failed"}}
+	ended.Events = []Event{{At: t0, Kind: Ended, Node: "node-2", Why: endedFailed}}
+	endedOnItsOwn := running
+	endedOnItsOwn.Events = []Event{{At: t0, Kind: Ended, Node: "node-2", Why: endedSucceeded}}
 	vm := func(rs string) *VMFacts { return &VMFacts{RunStrategy: rs} }
 	onNode := func(node, instance string) *VMIFacts {
 		return &VMIFacts{Instance: instance, Node: node, Phase: "Running"}
@@ -83,6 +85,9 @@ func TestObserve(t *testing.T) {
 		"killed: the instance is gone":            {r: running, f: Facts{VM: vm("RerunOnFailure")}, want: "ended@node-2"},
 		"restarted by the restore":                {r: stoppedByUpgrade, f: Facts{VM: vm("Always"), VMI: onNode("node-2", "i2")}, want: "started/restore@node-2"},
 		"started by KubeVirt after it ended":      {r: ended, f: Facts{VM: vm("Always"), VMI: onNode("node-3", "i2")}, want: "started/kubevirt@node-3"},
+		"restarted after a failure":               {r: ended, f: Facts{VM: vm("RerunOnFailure"), VMI: onNode("node-3", "i2")}, want: "started/kubevirt@node-3"},
+		"a RerunOnFailure VM started by hand":     {r: endedOnItsOwn, f: Facts{VM: vm("RerunOnFailure"), VMI: onNode("node-3", "i2")}, want: "started/owner@node-3"},
+		"virtctl stop of a RerunOnFailure VM":     {r: running, f: Facts{VM: &VMFacts{RunStrategy: "RerunOnFailure", StopRequested: true}}, want: "stopped/owner@node-2"},
 		"another instance runs: one ended":        {r: running, f: Facts{VM: vm("Always"), VMI: onNode("node-3", "i2")}, want: "ended@node-2 started/kubevirt@node-3"},
 		"moved, the migration no longer there":    {r: running, f: Facts{VM: vm("Always"), VMI: onNode("node-3", "i1")}, want: "migrated@node-2>node-3"},
 		"deleted":                                 {r: running, f: Facts{}, want: "deleted/owner@node-2"},

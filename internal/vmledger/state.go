@@ -196,3 +196,19 @@ type VMTrouble struct {
 	VM string
 	Trouble
 }
+
+// Consented returns the VMs the upgrade shut down on node with the
+// operator's consent: they are started again after the node's upgrade
+// whatever spec.restoreVM says.
+func (l *Ledger) Consented(node string) []string {
+	var out []string
+	for i := range l.Records {
+		for _, e := range l.Records[i].Events {
+			if e.Kind == StoppedEvent && e.Cause == CauseConsent && e.Node == node {
+				out = append(out, l.Records[i].VM)
+				break
+			}
+		}
+	}
+	return out
+}
