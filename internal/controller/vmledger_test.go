@@ -80,7 +80,7 @@ func TestLedgerRecordsWhatHappensToTheVMs(t *testing.T) {
 	waitLedger(h, p.Name, "migrated node=node-1 to=node-2")
 	h.Eventually("node-1's counts", func() (bool, string) {
 		st := h.Get(p.Name).Status.NodeUpgradeStatuses["node-1"]
-		return st.VMs != nil && st.VMs.Moved == 1 && st.VMs.Failed == 0 && st.Reason == "", fmt.Sprintf("%+v %+v", st, st.VMs)
+		return st.VMs != nil && st.VMs.Moved == 1 && st.VMs.Failed == 0 && st.Reason == "", fmt.Sprintf("%+v %+v\n%s", st, st.VMs, vmledger.Format(h.Ledger(p.Name)))
 	})
 
 	// The operator lets the upgrade shut db down: recorded, then stopped.

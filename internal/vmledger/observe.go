@@ -91,6 +91,11 @@ func Observe(r *Record, f Facts, now time.Time, stallAfter time.Duration) (added
 		source := or(m.Source, state.Node)
 		switch {
 		case m.Phase == cluster.MigrationPhaseSucceeded && !cur.has(Migrated, m.Name):
+			if n := len(cur.Events); n > 0 && cur.Events[n-1].Kind == Migrated && cur.Events[n-1].Migration == "" && state.Node == m.Target {
+				// The move was seen on the instance before its migration
+				// said Succeeded: the same move.
+				continue
+			}
 			add(Event{At: orTime(m.Ended, now), Kind: Migrated, Node: source, To: or(m.Target, targetOf(f)), Took: took(m), Migration: m.Name})
 		case m.Phase == cluster.MigrationPhaseFailed && !cur.has(MigrationFailed, m.Name):
 			if !state.Running {
@@ -128,8 +133,9 @@ func Observe(r *Record, f Facts, now time.Time, stallAfter time.Duration) (added
 		// Another instance runs: the one seen last ended in between.
 		add(Event{At: now, Kind: Ended, Node: state.Node, Why: endedReplaced})
 		add(Event{At: now, Kind: Started, Node: f.VMI.Node, Instance: f.VMI.Instance, Cause: CauseKubeVirt})
-	case state.Running && running && f.VMI.Node != state.Node && f.VMI.Node != "":
-		// A move whose migration the cluster no longer has.
+	case state.Running && running && f.VMI.Node != state.Node && f.VMI.Node != "" && !migrating(migs):
+		// A move whose migration the cluster no longer has (one that has
+		// not said Succeeded yet records the move when it does).
 		add(Event{At: now, Kind: Migrated, Node: state.Node, To: f.VMI.Node})
 	}
 	return added, next
@@ -188,6 +194,16 @@ func startCause(state Now, f Facts) Cause {
 		return CauseKubeVirt
 	}
 	return CauseOwner
+}
+
+// migrating reports whether one of the migrations has not finished.
+func migrating(migs []MigrationFacts) bool {
+	for i := range migs {
+		if !migs[i].finished() {
+			return true
+		}
+	}
+	return false
 }
 
 func took(m *MigrationFacts) time.Duration {
