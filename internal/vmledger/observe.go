@@ -89,6 +89,11 @@ func Observe(r *Record, f Facts, now time.Time, stallAfter time.Duration) (added
 		m := &migs[i]
 		state := cur.Now()
 		source := or(m.Source, state.Node)
+		if state.Last != nil && m.Created.Before(state.Last.At) {
+			// Created before the VM's latest stop or start: it was of an
+			// instance that is gone, and its end is no news.
+			continue
+		}
 		switch {
 		case m.Phase == cluster.MigrationPhaseSucceeded && !cur.has(Migrated, m.Name):
 			if n := len(cur.Events); n > 0 && cur.Events[n-1].Kind == Migrated && cur.Events[n-1].Migration == "" && state.Node == m.Target {
@@ -127,7 +132,8 @@ func Observe(r *Record, f Facts, now time.Time, stallAfter time.Duration) (added
 		add(Event{At: now, Kind: Deleted, Node: state.Node, Cause: CauseOwner})
 	case state.Running && !running:
 		add(stopEvent(f, state, now))
-	case !state.Running && running:
+	case !state.Running && running && f.VMI.Node != "":
+		// (An instance not yet scheduled does not run yet.)
 		add(Event{At: now, Kind: Started, Node: f.VMI.Node, Instance: f.VMI.Instance, Cause: startCause(state, f)})
 	case state.Running && running && state.Instance != "" && f.VMI.Instance != state.Instance:
 		// Another instance runs: the one seen last ended in between.

@@ -2,6 +2,7 @@ package vmledger
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +44,8 @@ func TestObserve(t *testing.T) {
 	endedOnItsOwn.Events = []Event{{At: t0, Kind: Ended, Node: "node-2", Why: endedSucceeded}}
 	movedSeen := running
 	movedSeen.Events = []Event{{At: t0, Kind: Migrated, Node: "node-2", To: "node-3"}}
+	restarted := stoppedByUpgrade
+	restarted.Events = append(slices.Clone(stoppedByUpgrade.Events), Event{At: t0.Add(time.Minute), Kind: Started, Node: "node-2", Instance: "i2", Cause: CauseRestore})
 	vm := func(rs string) *VMFacts { return &VMFacts{RunStrategy: rs} }
 	onNode := func(node, instance string) *VMIFacts {
 		return &VMIFacts{Instance: instance, Node: node, Phase: "Running"}
@@ -81,18 +84,21 @@ func TestObserve(t *testing.T) {
 			VMI: &VMIFacts{Node: "node-2", Phase: "Succeeded", Final: true}}, want: "stopped/consent@node-2"},
 		"a migration failed, then the VM was stopped: both, in order": {r: running, f: Facts{VM: &VMFacts{RunStrategy: "Halted", ByUpgrade: true, Consent: true},
 			Migrations: []MigrationFacts{{Name: "m1", Phase: "Failed", Created: t0}}}, want: "migration-failed@node-2#1 stopped/consent@node-2"},
-		"stopped by its owner":                  {r: running, f: Facts{VM: vm("Halted")}, want: "stopped/owner@node-2"},
-		"a Manual VM stopped by request":        {r: running, f: Facts{VM: vm("Manual")}, want: "stopped/owner@node-2"},
-		"killed: the instance ended on its own": {r: running, f: Facts{VM: vm("RerunOnFailure"), VMI: &VMIFacts{Node: "node-2", Phase: "Succeeded", Final: true}}, want: "ended@node-2"},
-		"killed: the instance is gone":          {r: running, f: Facts{VM: vm("RerunOnFailure")}, want: "ended@node-2"},
-		"restarted by the restore":              {r: stoppedByUpgrade, f: Facts{VM: vm("Always"), VMI: onNode("node-2", "i2")}, want: "started/restore@node-2"},
-		"started by KubeVirt after it ended":    {r: ended, f: Facts{VM: vm("Always"), VMI: onNode("node-3", "i2")}, want: "started/kubevirt@node-3"},
-		"restarted after a failure":             {r: ended, f: Facts{VM: vm("RerunOnFailure"), VMI: onNode("node-3", "i2")}, want: "started/kubevirt@node-3"},
-		"a RerunOnFailure VM started by hand":   {r: endedOnItsOwn, f: Facts{VM: vm("RerunOnFailure"), VMI: onNode("node-3", "i2")}, want: "started/owner@node-3"},
-		"virtctl stop of a RerunOnFailure VM":   {r: running, f: Facts{VM: &VMFacts{RunStrategy: "RerunOnFailure", StopRequested: true}}, want: "stopped/owner@node-2"},
-		"another instance runs: one ended":      {r: running, f: Facts{VM: vm("Always"), VMI: onNode("node-3", "i2")}, want: "ended@node-2 started/kubevirt@node-3"},
-		"moved, the migration no longer there":  {r: running, f: Facts{VM: vm("Always"), VMI: onNode("node-3", "i1")}, want: "migrated@node-2>node-3"},
-		"deleted":                               {r: running, f: Facts{}, want: "deleted/owner@node-2"},
+		"stopped by its owner":                      {r: running, f: Facts{VM: vm("Halted")}, want: "stopped/owner@node-2"},
+		"a Manual VM stopped by request":            {r: running, f: Facts{VM: vm("Manual")}, want: "stopped/owner@node-2"},
+		"killed: the instance ended on its own":     {r: running, f: Facts{VM: vm("RerunOnFailure"), VMI: &VMIFacts{Node: "node-2", Phase: "Succeeded", Final: true}}, want: "ended@node-2"},
+		"killed: the instance is gone":              {r: running, f: Facts{VM: vm("RerunOnFailure")}, want: "ended@node-2"},
+		"restarted by the restore":                  {r: stoppedByUpgrade, f: Facts{VM: vm("Always"), VMI: onNode("node-2", "i2")}, want: "started/restore@node-2"},
+		"started by KubeVirt after it ended":        {r: ended, f: Facts{VM: vm("Always"), VMI: onNode("node-3", "i2")}, want: "started/kubevirt@node-3"},
+		"restarted after a failure":                 {r: ended, f: Facts{VM: vm("RerunOnFailure"), VMI: onNode("node-3", "i2")}, want: "started/kubevirt@node-3"},
+		"a RerunOnFailure VM started by hand":       {r: endedOnItsOwn, f: Facts{VM: vm("RerunOnFailure"), VMI: onNode("node-3", "i2")}, want: "started/owner@node-3"},
+		"virtctl stop of a RerunOnFailure VM":       {r: running, f: Facts{VM: &VMFacts{RunStrategy: "RerunOnFailure", StopRequested: true}}, want: "stopped/owner@node-2"},
+		"another instance runs: one ended":          {r: running, f: Facts{VM: vm("Always"), VMI: onNode("node-3", "i2")}, want: "ended@node-2 started/kubevirt@node-3"},
+		"moved, the migration no longer there":      {r: running, f: Facts{VM: vm("Always"), VMI: onNode("node-3", "i1")}, want: "migrated@node-2>node-3"},
+		"deleted":                                   {r: running, f: Facts{}, want: "deleted/owner@node-2"},
+		"started, not yet scheduled: not yet a run": {r: stoppedByUpgrade, f: Facts{VM: vm("Always"), VMI: &VMIFacts{Instance: "i2", Phase: "Scheduling"}}},
+		"a migration of the instance before the restart ends: no news": {r: restarted, f: Facts{VM: vm("Always"), VMI: onNode("node-2", "i2"), Migrations: []MigrationFacts{
+			{Name: "m1", Phase: "Failed", Created: t0, Source: "node-2", Reason: "Migration failed because vmi does not exist."}}}},
 		"moved before its migration says Succeeded: wait for it": {r: running, f: Facts{VM: vm("Always"), VMI: onNode("node-3", "i1"), Migrations: []MigrationFacts{
 			{Name: "m1", Phase: "Running", Created: now.Add(-time.Minute), Source: "node-2", Target: "node-3"}}}, next: now.Add(time.Minute)},
 		"a move seen first, then its migration: one move": {r: movedSeen, f: Facts{VM: vm("Always"), VMI: onNode("node-3", "i1"), Migrations: []MigrationFacts{
