@@ -134,3 +134,34 @@ func consent(e *Event) string {
 	}
 	return " with the operator's consent (" + e.By + ")"
 }
+
+// Summary says in one line where a VM stands and how it got there, for
+// `upgrade-toolkit status`.
+func (r *Record) Summary() string {
+	now := r.Now()
+	last := now.Last
+	switch {
+	case now.Deleted:
+		return "deleted" + at(last)
+	case now.Running:
+		s := "runs on " + now.Node + r.journey()
+		if t := r.Trouble(); t != nil {
+			s += "; " + t.String()
+		}
+		return s
+	case last == nil:
+		return "off, as at the start"
+	case last.Kind == StoppedEvent:
+		return "stopped (" + string(last.Cause) + by(last) + ") on " + last.Node + at(last)
+	}
+	return fmt.Sprintf("off: %s on %s%s", last.Why, last.Node, at(last))
+}
+
+// String tells a migration trouble in one line.
+func (t *Trouble) String() string {
+	what := "failed: " + t.Reason
+	if t.Stalled {
+		what = fmt.Sprintf("no progress after %s", t.Took.Round(time.Second))
+	}
+	return fmt.Sprintf("migration off %s in trouble: %d attempt(s) since %s, last %s %s", t.Node, t.Attempts, t.Since.UTC().Format(time.RFC3339), t.Migration, what)
+}
