@@ -419,11 +419,6 @@ type NodeUpgradeStatus struct {
 	// every VM's record); absent for a node that never ran a VM.
 	// +optional
 	VMs *NodeVMs `json:"vms,omitempty"`
-	// ReplicasRebuilding is how many Longhorn replicas on the node are being
-	// rebuilt (mode WO in their volume's engine), as last seen while the
-	// plan upgraded the nodes.
-	// +optional
-	ReplicasRebuilding int32 `json:"replicasRebuilding,omitempty"`
 }
 
 // NodeVMs counts the VMs of one node in the upgrade. A VM is counted on the
