@@ -208,9 +208,15 @@ func planOfOwner(_ context.Context, obj client.Object) []reconcile.Request {
 
 // listPlans lists plans from the cache and keeps those f selects.
 func (r *PlanReconciler) listPlans(ctx context.Context, f func(*v1beta1.UpgradePlan) bool) []reconcile.Request {
+	return plansWhere(ctx, r.Client, f)
+}
+
+// plansWhere lists plans from the cache and keeps those f selects, as
+// requests.
+func plansWhere(ctx context.Context, c client.Reader, f func(*v1beta1.UpgradePlan) bool) []reconcile.Request {
 	var plans v1beta1.UpgradePlanList
 	// Read-only: a plan of a large cluster is big to copy on every event.
-	if err := r.Client.List(ctx, &plans, client.UnsafeDisableDeepCopy); err != nil {
+	if err := c.List(ctx, &plans, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request

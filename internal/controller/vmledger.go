@@ -124,17 +124,7 @@ func observing(p *v1beta1.UpgradePlan) bool {
 // observingPlans maps a VM, instance or migration to the plans whose
 // ledger is kept.
 func (r *LedgerReconciler) observingPlans(ctx context.Context, _ client.Object) []reconcile.Request {
-	var plans v1beta1.UpgradePlanList
-	if err := r.Client.List(ctx, &plans, client.UnsafeDisableDeepCopy); err != nil {
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range plans.Items {
-		if observing(&plans.Items[i]) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Name: plans.Items[i].Name}})
-		}
-	}
-	return reqs
+	return plansWhere(ctx, r.Client, observing)
 }
 
 // vmCluster is what one pass of the keeper sees of the VMs.

@@ -181,17 +181,25 @@ func TestCheckerCordons(t *testing.T) {
 	}
 }
 
-func TestCheckFinished(t *testing.T) {
-	ctx := context.Background()
+// checkerOfTwoVMs starts a world of two nodes with a running VM each, and a
+// Checker that has seen them.
+func checkerOfTwoVMs(t *testing.T) *Checker {
+	t.Helper()
 	start(t, Config{Nodes: 2, VMsPerNode: 1, NonMigratableVMs: -1})
 	c := NewChecker()
 	var vms kubevirtv1.VirtualMachineList
-	if err := env.Client.List(ctx, &vms); err != nil {
+	if err := env.Client.List(context.Background(), &vms); err != nil {
 		t.Fatal(err)
 	}
 	for i := range vms.Items {
 		c.ObserveVM(&vms.Items[i])
 	}
+	return c
+}
+
+func TestCheckFinished(t *testing.T) {
+	ctx := context.Background()
+	c := checkerOfTwoVMs(t)
 	if v, err := c.CheckFinished(ctx, env.Client, "up"); err != nil || len(v) > 0 {
 		t.Fatalf("an untouched cluster: %v %v", v, err)
 	}
@@ -295,15 +303,7 @@ func TestCheckerJobsGenerationsAndSavedSettings(t *testing.T) {
 // and is off passes only when the plan's ledger records its owner's stop.
 func TestCheckFinishedVMsOffAtSuccess(t *testing.T) {
 	ctx := context.Background()
-	start(t, Config{Nodes: 2, VMsPerNode: 1, NonMigratableVMs: -1})
-	c := NewChecker()
-	var vms kubevirtv1.VirtualMachineList
-	if err := env.Client.List(ctx, &vms); err != nil {
-		t.Fatal(err)
-	}
-	for i := range vms.Items {
-		c.ObserveVM(&vms.Items[i])
-	}
+	c := checkerOfTwoVMs(t)
 	p := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: "up-vms"}, Spec: v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), RestoreVM: ptr.To(true)}}
 	if err := env.Client.Create(ctx, p); err != nil {
 		t.Fatal(err)

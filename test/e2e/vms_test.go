@@ -121,6 +121,16 @@ func checkLedgerShown(t *testing.T, ctx context.Context, run *simrun.Run, want s
 	}
 }
 
+// twoVMs is the world of the VMs' scenarios: two nodes, the VM the faults
+// hurt on node-1 (RerunOnFailure, Harvester's default) and a calm one on
+// node-2.
+func twoVMs(timing sim.Timing, name string, faults sim.FaultSet) sim.Config {
+	return sim.Config{Nodes: 2, Timing: timing, Faults: faults, VMs: []sim.VM{
+		{Namespace: "default", Name: name, Node: "node-1", RunStrategy: "RerunOnFailure"},
+		{Namespace: "default", Name: "calm", Node: "node-2"},
+	}}
+}
+
 // migrationsOf lists a VM's migrations, oldest first.
 func migrationsOf(t *testing.T, ctx context.Context, run *simrun.Run, vm string) []kubevirtv1.VirtualMachineInstanceMigration {
 	t.Helper()
@@ -170,9 +180,7 @@ func TestMigrationFailsThenSucceeds(t *testing.T) {
 	timing.MigrationBackoff = 3 * time.Second
 	named := &naming{vm: vm, node: "node-1"}
 	final := scenario{
-		sim: sim.Config{Nodes: 2, Timing: timing,
-			VMs:    []sim.VM{{Namespace: "default", Name: "flaky", Node: "node-1", RunStrategy: "RerunOnFailure"}, {Namespace: "default", Name: "calm", Node: "node-2"}},
-			Faults: sim.FaultSet{Migrations: []sim.MigrationFault{{VM: vm, Failures: 2}}}},
+		sim:    twoVMs(timing, "flaky", sim.FaultSet{Migrations: []sim.MigrationFault{{VM: vm, Failures: 2}}}),
 		want:   v1beta1.PhaseSucceeded,
 		during: func(t *testing.T, ctx context.Context, run *simrun.Run, p *v1beta1.UpgradePlan) { named.observe(p) },
 		after: func(t *testing.T, ctx context.Context, run *simrun.Run) {
@@ -204,9 +212,7 @@ func TestMigrationNeverConverges(t *testing.T) {
 	var held time.Time
 	var heldMsg string
 	final := scenario{
-		sim: sim.Config{Nodes: 2, Timing: halfDemoTiming(),
-			VMs:    []sim.VM{{Namespace: "default", Name: "busy", Node: "node-1", RunStrategy: "RerunOnFailure"}, {Namespace: "default", Name: "calm", Node: "node-2"}},
-			Faults: sim.FaultSet{Migrations: []sim.MigrationFault{{VM: vm, NeverConverges: true}}}},
+		sim:       twoVMs(halfDemoTiming(), "busy", sim.FaultSet{Migrations: []sim.MigrationFault{{VM: vm, NeverConverges: true}}}),
 		deadlines: func(d *phase.Deadlines) { d.MigrationProgress, d.Migration = progress, 20*time.Second },
 		want:      v1beta1.PhaseSucceeded,
 		during: func(t *testing.T, ctx context.Context, run *simrun.Run, p *v1beta1.UpgradePlan) {
@@ -275,9 +281,7 @@ func TestMigrationNeverConverges(t *testing.T) {
 func TestForcedDrainLeavesAVMOff(t *testing.T) {
 	const vm = "default/victim"
 	final := scenario{
-		sim: sim.Config{Nodes: 2, Timing: halfDemoTiming(),
-			VMs:    []sim.VM{{Namespace: "default", Name: "victim", Node: "node-1", RunStrategy: "RerunOnFailure"}, {Namespace: "default", Name: "calm", Node: "node-2"}},
-			Faults: sim.FaultSet{ForcedDrain: []string{vm}}},
+		sim:       twoVMs(halfDemoTiming(), "victim", sim.FaultSet{ForcedDrain: []string{vm}}),
 		deadlines: func(d *phase.Deadlines) { d.Verify = 10 * time.Second },
 		want:      v1beta1.PhaseFailed,
 		failure:   "default/victim (ran on node-1) its instance Succeeded on node-1",
@@ -302,9 +306,7 @@ func TestForcedDrainLeavesAVMOff(t *testing.T) {
 func TestOwnerStopsAVM(t *testing.T) {
 	const vm = "default/owned"
 	final := scenario{
-		sim: sim.Config{Nodes: 2, Timing: halfDemoTiming(),
-			VMs:    []sim.VM{{Namespace: "default", Name: "owned", Node: "node-1", RunStrategy: "RerunOnFailure"}, {Namespace: "default", Name: "calm", Node: "node-2"}},
-			Faults: sim.FaultSet{OwnerStops: []string{vm}}},
+		sim:  twoVMs(halfDemoTiming(), "owned", sim.FaultSet{OwnerStops: []string{vm}}),
 		want: v1beta1.PhaseSucceeded,
 		after: func(t *testing.T, ctx context.Context, run *simrun.Run) {
 			if !run.Sim.StoppedByOwner(vm) {
