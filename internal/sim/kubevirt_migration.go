@@ -275,6 +275,12 @@ func (s *Sim) reconcileMigration(ctx context.Context, req reconcile.Request) (re
 		return reconcile.Result{}, s.endMigration(ctx, m, vmi, orDefault(fault.Reason, migrationFailedReason))
 	}
 	target := m.Status.MigrationState.TargetNode
+	if st := vmi.Status.MigrationState; st != nil && st.MigrationUID == m.UID {
+		// virt-handler reports the instance on its new node and the
+		// migration completed in one update.
+		now := metav1.Now()
+		st.EndTimestamp, st.Completed = &now, true
+	}
 	if err := s.placeVMI(ctx, vmi, target); err != nil {
 		return reconcile.Result{}, err
 	}
