@@ -352,7 +352,8 @@ func shared(s string) string { return unique.Make(s).Value() }
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
 // +kubebuilder:rbac:groups=harvesterhci.io,resources=settings,verbs=list;watch
 // +kubebuilder:rbac:groups=management.cattle.io,resources=settings,verbs=list;watch
-// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=pods;configmaps;services,verbs=list;watch
+// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=configmaps;services,verbs=list;watch
+// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=pods,verbs=watch
 // +kubebuilder:rbac:groups=apps,namespace=harvester-system,resources=deployments,verbs=list;watch
 // +kubebuilder:rbac:groups=batch,namespace=harvester-system,resources=jobs,verbs=list;watch
 // +kubebuilder:rbac:groups=harvesterhci.io,namespace=harvester-system,resources=versions;virtualmachineimages,verbs=list;watch
