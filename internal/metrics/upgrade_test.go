@@ -132,8 +132,13 @@ func TestNamesAreWhatTheManagerExports(t *testing.T) {
 	p := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: "names"}}
 	history(p, v1beta1.PhaseNodeUpgrading, 0)
 	p.Status.NodeUpgradeStatuses = map[string]v1beta1.NodeUpgradeStatus{"node-1": node(v1beta1.NodeStatePreDraining, 0)}
+	p.Status.Insights = []v1beta1.Insight{{Type: v1beta1.InsightStalled, Level: v1beta1.InsightInfo, Impact: v1beta1.ImpactUpgradeStalled,
+		Since: metav1.NewTime(time.Now().Add(-time.Minute)), Objects: []string{"Node/node-1"}, Message: "node node-1 has taken 3m"}}
 	if err := metrics.Register(fake.NewClientBuilder().WithScheme(cluster.Scheme()).WithObjects(p).Build()); err != nil {
 		t.Fatal(err)
+	}
+	if g := gather(t, "names"); g[`upgrade_toolkit_insight{impact="UpgradeStalled",level="Info",object="Node/node-1",type="Stalled"}`] != 1 {
+		t.Errorf("the plan's insight is not exported: %v", g)
 	}
 	done := p.DeepCopy()
 	done.Status.NodeUpgradeStatuses["node-1"] = node(v1beta1.NodeStatePostDrained, 9)
