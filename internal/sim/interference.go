@@ -79,7 +79,7 @@ func (s *Sim) ProtectPod(ctx context.Context, namespace, name, node string) (*co
 	labels := map[string]string{"app": name}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},
-		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: guardedImage}}},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: GuardedImage}}},
 	}
 	pdb := &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-guard"},
@@ -94,6 +94,7 @@ func (s *Sim) ProtectPod(ctx context.Context, namespace, name, node string) (*co
 	return pod, pdb, nil
 }
 
-// guardedImage is the image of ProtectPod's pod: one every node has (the
-// base image Harvester's own workloads use).
-const guardedImage = "registry.suse.com/bci/bci-base:15.6"
+// GuardedImage is the image of ProtectPod's pod; a scenario gives its
+// nodes the image (Config.NodeImages), as a pod that ran before the upgrade
+// pulled it.
+const GuardedImage = "registry.suse.com/bci/bci-base:15.6"

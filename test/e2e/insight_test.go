@@ -89,7 +89,7 @@ func TestInsightPDBBlocksDrain(t *testing.T) {
 	var drainStarted time.Time
 	var guard client.Object
 	const guarded = "Pod/default/guarded"
-	scenario{sim: sim.Config{Nodes: 2, Timing: timing}, want: v1beta1.PhaseSucceeded,
+	scenario{sim: sim.Config{Nodes: 2, Timing: timing, NodeImages: []string{sim.GuardedImage}}, want: v1beta1.PhaseSucceeded,
 		beforePlan: func(t *testing.T, ctx context.Context, run *simrun.Run) {
 			_, pdb, err := run.Sim.ProtectPod(ctx, "default", "guarded", "node-1")
 			if err != nil {
