@@ -503,13 +503,13 @@ func TestImageCleanup(t *testing.T) {
 	plan := jobtest.Plan(t, env.Client, nil)
 	h := &hosttest.Fake{
 		Present: []string{
-			"docker.io/rancher/harvester:v1.7.1",          // stale
-			"docker.io/rancher/harvester-upgrade:v1.7.1",  // retained
+			"docker.io/rancher/harvester:v1.7.1",           // stale
+			"docker.io/rancher/harvester-upgrade:v1.7.1",   // retained
 			"docker.io/longhornio/longhorn-engine:v1.10.1", // retained
-			"docker.io/rancher/fleet:v0.13.0",             // stale
-			"docker.io/rancher/mirrored-pause:3.6",        // still used
-			"docker.io/rancher/harvester:v1.8.0",          // current
-			"docker.io/library/busybox:1.36",              // not the release's
+			"docker.io/rancher/fleet:v0.13.0",              // stale
+			"docker.io/rancher/mirrored-pause:3.6",         // still used
+			"docker.io/rancher/harvester:v1.8.0",           // current
+			"docker.io/library/busybox:1.36",               // not the release's
 		},
 		Errors: map[string]error{"remove-image docker.io/rancher/fleet:v0.13.0": errors.New("image is in use by a container")},
 	}
