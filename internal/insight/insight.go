@@ -86,6 +86,8 @@ type Stall struct {
 	Object  string
 	Spent   time.Duration
 	Typical time.Duration
+	// Began is when it began, moved on by the time the plan was paused.
+	Began time.Time
 	// Waiting is what the plan says it waits for.
 	Waiting string
 }
@@ -163,14 +165,21 @@ func Evaluate(f Facts, previous []v1beta1.Insight) []v1beta1.Insight {
 		add(v1beta1.InsightProvisioningPaused, fmt.Sprintf("%s is paused: Rancher upgrades no node until it is resumed", f.ProvisioningPaused), f.ProvisioningPaused)
 	}
 	if s := f.Stall; s != nil {
-		msg := fmt.Sprintf("%s has taken %s, more than its estimate of %s", s.What, round(s.Spent), round(s.Typical))
-		if s.Waiting != "" {
-			msg += "; waiting for: " + s.Waiting
-		}
-		add(v1beta1.InsightStalled, msg, s.Object)
+		add(v1beta1.InsightStalled, s.Message(), s.Object)
 	}
 	slices.SortStableFunc(out, func(a, b v1beta1.Insight) int { return rank(b.Level) - rank(a.Level) })
 	return out
+}
+
+// Message says what overran and what the plan waits for. It names when the
+// node or step began, not how long it has taken: a message that changed at
+// every look would be a status write at every look.
+func (s *Stall) Message() string {
+	msg := fmt.Sprintf("%s, begun at %s, has run past its estimate of %s", s.What, s.Began.UTC().Format(time.RFC3339), round(s.Typical))
+	if s.Waiting != "" {
+		msg += "; waiting for: " + s.Waiting
+	}
+	return msg
 }
 
 func slotPhrase(slot string) string {

@@ -66,7 +66,11 @@ func TestLevelsRiseAndSinceIsKept(t *testing.T) {
 		t.Errorf("next change in %s, want 5m", d)
 	}
 	f.Now = t0.Add(6 * time.Minute)
+	f.Stall.Spent += 6 * time.Minute
 	later := Evaluate(f, first)
+	if later[0].Message != first[0].Message {
+		t.Errorf("a stall's message changes while it lasts (a status write at every look): %q, then %q", first[0].Message, later[0].Message)
+	}
 	if later[0].Level != v1beta1.InsightWarning || !later[0].Since.Time.Equal(t0) || !Rose(later[0], first) {
 		t.Errorf("after 6 minutes: %+v", later[0])
 	}

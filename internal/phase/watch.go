@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,7 +64,7 @@ func Watch(ctx context.Context, s *Scope, previous *v1beta1.UpgradePlan) (time.D
 			s.Event(corev1.EventTypeWarning, v1beta1.EventInsight, "%s %s: %s", in.Level, in.Type, in.Message)
 		}
 	}
-	if !insightsEqual(before, now) {
+	if !equality.Semantic.DeepEqual(before, now) {
 		s.Plan.Status.Insights = now
 	}
 	setStalled(s, f.Stall)
@@ -79,11 +80,7 @@ func Watch(ctx context.Context, s *Scope, previous *v1beta1.UpgradePlan) (time.D
 func setStalled(s *Scope, st *insight.Stall) {
 	c := metav1.Condition{Type: v1beta1.ConditionStalled, Status: metav1.ConditionFalse, Reason: v1beta1.ReasonNotStalled}
 	if st != nil {
-		msg := fmt.Sprintf("%s has taken %s, more than its estimate of %s", st.What, st.Spent.Round(time.Second), st.Typical.Round(time.Second))
-		if st.Waiting != "" {
-			msg += "; waiting for: " + st.Waiting
-		}
-		c = metav1.Condition{Type: v1beta1.ConditionStalled, Status: metav1.ConditionTrue, Reason: v1beta1.InsightStalled, Message: msg}
+		c = metav1.Condition{Type: v1beta1.ConditionStalled, Status: metav1.ConditionTrue, Reason: v1beta1.InsightStalled, Message: st.Message()}
 	}
 	c.ObservedGeneration = s.Plan.Generation
 	meta.SetStatusCondition(&s.Plan.Status.Conditions, c)
@@ -291,16 +288,10 @@ func stall(s *Scope, previous *v1beta1.UpgradePlan, now time.Time) *insight.Stal
 	if v.Stalled == nil {
 		return nil
 	}
-	out := &insight.Stall{What: v.Stalled.What, Object: v.Stalled.Object, Spent: v.Stalled.Spent.Duration, Typical: v.Stalled.Estimate.Duration}
+	out := &insight.Stall{What: v.Stalled.What, Object: v.Stalled.Object, Spent: v.Stalled.Spent.Duration, Typical: v.Stalled.Estimate.Duration,
+		Began: now.Add(-v.Stalled.Spent.Duration).Truncate(time.Second)}
 	if v.Waiting != nil {
 		out.Waiting = v.Waiting.For
 	}
 	return out
-}
-
-func insightsEqual(a, b []v1beta1.Insight) bool {
-	return slices.EqualFunc(a, b, func(x, y v1beta1.Insight) bool {
-		return x.Type == y.Type && x.Level == y.Level && x.Impact == y.Impact && x.Since.Equal(&y.Since) &&
-			slices.Equal(x.Objects, y.Objects) && x.Message == y.Message && x.Doc == y.Doc
-	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/nodestate"
 	"github.com/harvester/upgrade-toolkit/internal/sim"
 	"github.com/harvester/upgrade-toolkit/internal/simrun"
 	"github.com/harvester/upgrade-toolkit/internal/status"
@@ -180,7 +181,7 @@ func TestInsightSecondNodeCordoned(t *testing.T) {
 				statusShows(t, ctx, run, p.Name, in)
 			}
 			st := p.Status.NodeUpgradeStatuses[next]
-			if !released && !cordoned.IsZero() && !nodestateNotStarted(st.State) {
+			if !released && !cordoned.IsZero() && !nodestate.NotStarted(st.State) {
 				t.Errorf("%s began its upgrade (%s) while %s was cordoned", next, st.State, last)
 			}
 			if !held && strings.Contains(st.Message, last+" cordoned") {
@@ -220,10 +221,6 @@ func rolloutOrder(t *testing.T, ctx context.Context, run *simrun.Run) []string {
 		t.Fatalf("rollout order of %d machines: %v", len(out), out)
 	}
 	return out
-}
-
-func nodestateNotStarted(s v1beta1.NodeUpgradeState) bool {
-	return s == "" || s == v1beta1.NodeStateImagePreloading || s == v1beta1.NodeStateImagePreloaded || s == v1beta1.NodeStateUpgradePaused
 }
 
 // TestInsightV1Upgrade: Harvester's built-in upgrade is started while the
@@ -286,7 +283,7 @@ func TestInsightStalled(t *testing.T) {
 				return
 			}
 			found = &named{in, time.Now()}
-			if c := p.Condition(v1beta1.ConditionStalled); c == nil || c.Status != "True" || !strings.Contains(c.Message, "node node-3 has taken") {
+			if c := p.Condition(v1beta1.ConditionStalled); c == nil || c.Status != "True" || !strings.Contains(c.Message, "node node-3, begun at") {
 				t.Errorf("the Stalled condition: %+v", c)
 			}
 			statusShows(t, ctx, run, p.Name, in)
