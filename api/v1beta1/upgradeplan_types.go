@@ -529,15 +529,10 @@ type NodeVMs struct {
 	Stopped int32 `json:"stopped,omitempty"`
 	// MigrationDeadline is when the node is held for the operator's choice
 	// if a VM's migration still fails or makes no progress: the migration
-	// deadline after the first trouble of its drain, after the operator's
-	// last retry, and moved on by the time the plan was paused meanwhile.
+	// deadline after the first trouble of its drain or the operator's last
+	// retry; the time the plan spent paused (status.pauses) does not count.
 	// +optional
 	MigrationDeadline *metav1.Time `json:"migrationDeadline,omitempty"`
-	// PausedAt is when the plan was seen paused (spec.paused) while the
-	// node's migration deadline ran; on resume the deadline moves on by the
-	// time paused.
-	// +optional
-	PausedAt *metav1.Time `json:"pausedAt,omitempty"`
 }
 
 // ReleaseMetadata is the part of the release's harvester-release.yaml that

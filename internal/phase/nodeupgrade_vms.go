@@ -88,9 +88,9 @@ func (s *Scope) putVMs(node string, vms *v1beta1.NodeVMs) {
 
 // migrationDeadline works out, into vms, when the node's migration troubles
 // hold it: the migration deadline after the earliest trouble (or the
-// operator's latest retry), moved on by the time the plan was paused
-// meanwhile; and whether that time has come. While the plan is paused the
-// deadline does not run out.
+// operator's latest retry), with the plan's paused time left out like every
+// deadline of the plan (status.pauses); and whether that time has come. It
+// never moves earlier, and stands still while the plan is paused.
 func (s *Scope) migrationDeadline(prev, vms *v1beta1.NodeVMs, troubles []vmledger.VMTrouble) (held bool, deadline time.Time) {
 	since := troubles[0].Since
 	for _, t := range troubles[1:] {
@@ -98,24 +98,12 @@ func (s *Scope) migrationDeadline(prev, vms *v1beta1.NodeVMs, troubles []vmledge
 			since = t.Since
 		}
 	}
-	deadline = since.Add(s.Config.Deadlines.Migration)
-	var pausedAt *metav1.Time
-	if prev != nil {
-		if prev.MigrationDeadline != nil && prev.MigrationDeadline.After(deadline) {
-			deadline = prev.MigrationDeadline.Time
-		}
-		pausedAt = prev.PausedAt
+	deadline = s.deadline(since, s.Config.Deadlines.Migration).Truncate(time.Second)
+	if prev != nil && prev.MigrationDeadline != nil && (s.Plan.IsPaused() || prev.MigrationDeadline.After(deadline)) {
+		deadline = prev.MigrationDeadline.Time
 	}
-	now := s.Now()
-	switch {
-	case s.Plan.IsPaused() && pausedAt == nil:
-		pausedAt = &metav1.Time{Time: now}
-	case !s.Plan.IsPaused() && pausedAt != nil:
-		deadline = deadline.Add(now.Sub(pausedAt.Time))
-		pausedAt = nil
-	}
-	vms.MigrationDeadline, vms.PausedAt = &metav1.Time{Time: deadline}, pausedAt
-	return !s.Plan.IsPaused() && !now.Before(deadline), deadline
+	vms.MigrationDeadline = &metav1.Time{Time: deadline}
+	return !s.Plan.IsPaused() && !s.Now().Before(deadline), deadline
 }
 
 // describeTroubles says, for a draining node, which VMs' migrations fail or
