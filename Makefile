@@ -79,7 +79,7 @@ TEST_ARGS ?=
 # capture on and off, kubelets answering and refusing) runs at
 # BENCH_CAPTURE_NODES (default 10,200); UPGRADE_BENCH_ARGS='-bench Capture'
 # runs it alone.
-BENCH_PKGS ?= ./internal/repo ./internal/planstatus
+BENCH_PKGS ?= ./internal/repo ./internal/planstatus ./internal/vmledger
 BENCH_ARGS ?=
 UPGRADE_BENCH_ARGS ?=
 BENCH_NODES ?=

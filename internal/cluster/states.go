@@ -66,6 +66,11 @@ const (
 	RunStrategyManual         = "Manual"
 	RunStrategyHalted         = "Halted"
 	RunStrategyOnce           = "Once"
-	// MigrationPhaseFailed is the phase of a failed migration.
-	MigrationPhaseFailed = "Failed"
+	// Phases of a VirtualMachineInstanceMigration: created, waiting (for a
+	// target, or out KubeVirt's backoff after a failed attempt), running, and
+	// the two ends.
+	MigrationPhasePending   = "Pending"
+	MigrationPhaseRunning   = "Running"
+	MigrationPhaseSucceeded = "Succeeded"
+	MigrationPhaseFailed    = "Failed"
 )

@@ -33,6 +33,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
 	"github.com/harvester/upgrade-toolkit/internal/planstatus"
 	"github.com/harvester/upgrade-toolkit/internal/preflight"
+	"github.com/harvester/upgrade-toolkit/internal/vmledger"
 )
 
 // ControllerName names the plan controller; its events come from
@@ -60,6 +61,7 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 		PlanProgress: &cluster.PlanProgressReader{Reader: mgr.GetAPIReader()},
 		Plans:        plans,
 		Kept:         kept.New(),
+		Ledgers:      &vmledger.Cache{},
 	}
 	byPlanLabel := handler.EnqueueRequestsFromMapFunc(planOfLabel)
 	if err := ctrl.NewControllerManagedBy(mgr).
@@ -90,6 +92,9 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 		Watches(&longhornv1beta2.Volume{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: robustnessChanged})).
 		Complete(r); err != nil {
+		return err
+	}
+	if err := SetupLedger(mgr, cfg, clk); err != nil {
 		return err
 	}
 	return SetupDrainHook(mgr)
@@ -210,9 +215,15 @@ func planOfOwner(_ context.Context, obj client.Object) []reconcile.Request {
 
 // listPlans lists plans from the cache and keeps those f selects.
 func (r *PlanReconciler) listPlans(ctx context.Context, f func(*v1beta1.UpgradePlan) bool) []reconcile.Request {
+	return plansWhere(ctx, r.Client, f)
+}
+
+// plansWhere lists plans from the cache and keeps those f selects, as
+// requests.
+func plansWhere(ctx context.Context, c client.Reader, f func(*v1beta1.UpgradePlan) bool) []reconcile.Request {
 	var plans v1beta1.UpgradePlanList
 	// Read-only: a plan of a large cluster is big to copy on every event.
-	if err := r.Client.List(ctx, &plans, client.UnsafeDisableDeepCopy); err != nil {
+	if err := c.List(ctx, &plans, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request

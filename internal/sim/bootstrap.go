@@ -511,7 +511,7 @@ func (s *Sim) createVM(ctx context.Context, vm VM) error {
 	}
 	running := vm.RunStrategy == runStrategyAlways || vm.RunStrategy == runStrategyRerunOnFailure
 	if err := s.createWithStatus(ctx, statusObject{obj: obj, status: func(o client.Object) {
-		o.(*kubevirtv1.VirtualMachine).Status = vmStatus(running, running)
+		o.(*kubevirtv1.VirtualMachine).Status = vmStatus(running, running, vm.RunStrategy)
 	}}); err != nil {
 		return err
 	}

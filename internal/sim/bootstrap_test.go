@@ -36,6 +36,7 @@ func TestConfigValidation(t *testing.T) {
 		{"duplicate VM", Config{Nodes: 1, VMs: []VM{{Name: "a", Node: "node-1"}, {Name: "a", Node: "node-1"}}}, "listed twice"},
 		{"bad run strategy", Config{Nodes: 1, VMs: []VM{{Name: "a", Node: "node-1", RunStrategy: "Sometimes"}}}, `run strategy "Sometimes"`},
 		{"disk of unknown node", Config{Nodes: 1, DiskByNode: map[string]Disk{"node-7": {}}}, `names node "node-7"`},
+		{"fault of unknown VM", Config{Nodes: 1, Faults: FaultSet{OwnerStops: []string{"vm-node-1-1"}}}, `FaultSet.OwnerStops names VM "vm-node-1-1"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.setDefaults()

@@ -49,7 +49,9 @@ const (
 	vmiPhaseRunning               = "Running"
 	vmiPhaseScheduling            = "Scheduling"
 	migrationPending              = "Pending"
+	migrationRunning              = "Running"
 	migrationSucceeded            = "Succeeded"
+	migrationFailed               = "Failed"
 
 	// Longhorn. annotationReplicaNodes is the simulator's own record of where
 	// a volume's replicas live (real Longhorn keeps Replica objects).

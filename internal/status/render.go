@@ -62,6 +62,7 @@ func Text(s *Status) string {
 			fmt.Fprintln(&b, strings.TrimRight(fmt.Sprintf("  %-12s %-24s %-26s %s", n.Name, n.State, took, n.Message), " "))
 		}
 	}
+	renderVMs(&b, s)
 	if len(s.Warnings) > 0 {
 		b.WriteString("warnings:\n")
 		for _, w := range s.Warnings {
@@ -96,6 +97,27 @@ func Text(s *Status) string {
 		}
 	}
 	return strings.TrimRight(b.String(), " \n") + "\n"
+}
+
+// renderVMs writes the VM ledger: each node's counts, then each VM
+// something happened to.
+func renderVMs(b *strings.Builder, s *Status) {
+	v := s.VMs
+	if v == nil {
+		return
+	}
+	fmt.Fprintf(b, "vms:      %d recorded at the start (ledger %s; the whole record: upgrade-toolkit logs %s --archive, vm-ledger.txt)\n", v.Recorded, v.Ledger, s.Plan)
+	for _, n := range s.Nodes {
+		if c := n.VMs; c != nil {
+			fmt.Fprintf(b, "  %-12s moved %d of %d, pending %d, failing %d, shut down %d\n", n.Name, c.Moved, c.ToMove, c.Pending, c.Failed, c.Stopped)
+		}
+	}
+	for _, vm := range v.Changed {
+		fmt.Fprintf(b, "  %s (on %s at the start): %s\n", vm.Name, or(vm.Node, "no node"), vm.Summary)
+	}
+	if v.More > 0 {
+		fmt.Fprintf(b, "  and %d more VMs\n", v.More)
+	}
 }
 
 func running(r bool) string {
