@@ -140,7 +140,7 @@ func TestHeldForTheOperatorsChoice(t *testing.T) {
 	// the part of the pause after it.
 	h.Eventually("the deadline to move on by the pause", func() (bool, string) {
 		st := h.Get(p.Name).Status.NodeUpgradeStatuses["node-1"]
-		return st.VMs != nil && st.VMs.MigrationDeadline != nil && st.VMs.MigrationDeadline.Time.After(deadline.Add(h.Cfg.Deadlines.Migration-time.Minute)),
+		return st.VMs != nil && st.VMs.MigrationDeadline != nil && st.VMs.MigrationDeadline.After(deadline.Add(h.Cfg.Deadlines.Migration-time.Minute)),
 			fmt.Sprintf("%+v, deadline before the pause %s, pauses %+v", st.VMs, deadline, h.Get(p.Name).Status.Pauses)
 	})
 	if st := h.Get(p.Name).Status.NodeUpgradeStatuses["node-1"]; st.Reason != v1beta1.ReasonMigrationFailing {
