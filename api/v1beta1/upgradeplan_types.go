@@ -502,6 +502,13 @@ type NodeUpgradeStatus struct {
 	// every VM's record); absent for a node that never ran a VM.
 	// +optional
 	VMs *NodeVMs `json:"vms,omitempty"`
+	// ReplicasRebuilding is how many Longhorn replicas on the node are being
+	// rebuilt: those their volume's engine reports in mode WO
+	// (status.replicaModeMap of engines.longhorn.io; the replica's node is
+	// its spec.nodeID). Kept up to date from the node upgrade to the plan's
+	// end; absent when none is.
+	// +optional
+	ReplicasRebuilding int32 `json:"replicasRebuilding,omitempty"`
 }
 
 // NodeVMs counts the VMs of one node in the upgrade. A VM is counted on the

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"maps"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -91,6 +92,9 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 		// The health gate: a volume's robustness.
 		Watches(&longhornv1beta2.Volume{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: robustnessChanged})).
+		// The nodes' counts of replicas being rebuilt.
+		Watches(&longhornv1beta2.Engine{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
+			builder.WithPredicates(rebuildingChanged)).
 		Complete(r); err != nil {
 		return err
 	}
@@ -106,6 +110,33 @@ func robustnessChanged(e event.UpdateEvent) bool {
 	o, okO := e.ObjectOld.(*longhornv1beta2.Volume)
 	n, okN := e.ObjectNew.(*longhornv1beta2.Volume)
 	return !okO || !okN || o.Status.Robustness != n.Status.Robustness
+}
+
+// rebuildingChanged keeps the Longhorn engines that begin or end a
+// replica's rebuild (mode WO): an engine that comes or goes with one, an
+// update that changes which replicas it rebuilds.
+var rebuildingChanged = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool { return len(rebuilding(e.Object)) > 0 },
+	DeleteFunc: func(e event.DeleteEvent) bool { return len(rebuilding(e.Object)) > 0 },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return !maps.Equal(rebuilding(e.ObjectOld), rebuilding(e.ObjectNew))
+	},
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// rebuilding names the replicas an engine rebuilds.
+func rebuilding(obj client.Object) map[string]bool {
+	e, ok := obj.(*longhornv1beta2.Engine)
+	if !ok {
+		return nil
+	}
+	out := map[string]bool{}
+	for name, mode := range e.Status.ReplicaModeMap {
+		if mode == cluster.LonghornReplicaWO {
+			out[name] = true
+		}
+	}
+	return out
 }
 
 // podCreated: a new pod asks for no pass. Its Job's status counts it, and

@@ -293,6 +293,27 @@ func stripVMI(obj any) (any, error) {
 	return obj, nil
 }
 
+// stripLonghorn keeps of a cached Longhorn engine its replicas' modes and
+// of a replica its node, with their names: what the counts of replicas
+// being rebuilt read. There are several per volume; Longhorn's labels,
+// annotations and owners on them are of no use to the manager.
+func stripLonghorn(obj any) (any, error) {
+	var m *metav1.ObjectMeta
+	switch o := obj.(type) {
+	case *longhornv1beta2.Engine:
+		o.Spec, o.Status = longhornv1beta2.EngineSpec{}, longhornv1beta2.EngineStatus{ReplicaModeMap: o.Status.ReplicaModeMap}
+		m = &o.ObjectMeta
+	case *longhornv1beta2.Replica:
+		o.Spec, o.Status = longhornv1beta2.ReplicaSpec{NodeID: o.Spec.NodeID}, longhornv1beta2.ReplicaStatus{}
+		m = &o.ObjectMeta
+	default:
+		return obj, nil
+	}
+	m.Labels, m.Annotations, m.OwnerReferences = nil, nil, nil
+	shareMeta(m)
+	return obj, nil
+}
+
 // stripMeta is the transform of the kinds with an object per node that the
 // manager reads only the metadata of (machine-plan Secrets) or reads little
 // of beyond it (Machines): shareMeta.
@@ -407,6 +428,8 @@ func cacheOptions(upgradeLog bool, plans *planstatus.Store) cache.Options {
 	configMaps.Transform = stripLogText
 	machines := in(cluster.FleetLocalNamespace)
 	machines.Transform = stripMeta
+	longhornInstances := in(cluster.LonghornNamespace)
+	longhornInstances.Transform = stripLonghorn
 	return cache.Options{
 		// Plans are watched as metadata and read whole only when someone
 		// else changed them (planstatus).
@@ -438,6 +461,8 @@ func cacheOptions(upgradeLog bool, plans *planstatus.Store) cache.Options {
 			&managementv3.ManagedChart{}:                  fleetLocal,
 			&longhornv1beta2.Setting{}:                    in(cluster.LonghornNamespace),
 			&longhornv1beta2.Volume{}:                     in(cluster.LonghornNamespace),
+			&longhornv1beta2.Engine{}:                     longhornInstances,
+			&longhornv1beta2.Replica{}:                    longhornInstances,
 			&harvesterv1beta1.Addon{}:                     in(cluster.KubeSystemNamespace, cluster.MonitoringNamespace),
 			// Of the many settings, the plan reads the versions.
 			&harvesterv1beta1.Setting{}:  {Field: serverVersion},

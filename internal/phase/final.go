@@ -37,6 +37,9 @@ const (
 // or was stopped by its owner. The plan becomes Succeeded only once every
 // check passed; the checks stay in status.checks as the record of why.
 func Finalize(ctx context.Context, s *Scope) (Result, error) {
+	if err := s.nodeReplicas(ctx); err != nil {
+		return Result{}, err
+	}
 	report, err := cleanup(ctx, s)
 	if err != nil {
 		return Result{}, err

@@ -87,6 +87,9 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if err := s.nodeReplicas(ctx); err != nil {
+		return Result{}, err
+	}
 	restoring, err := restoreVMs(ctx, s, nodes, obs, ledger)
 	if err != nil {
 		return Result{}, err

@@ -100,6 +100,9 @@ type Node struct {
 	Upgrading bool             `json:"upgrading,omitempty"`
 	// VMs counts what the upgrade did to the node's VMs.
 	VMs *v1beta1.NodeVMs `json:"vms,omitempty"`
+	// ReplicasRebuilding is how many Longhorn replicas on the node are
+	// being rebuilt.
+	ReplicasRebuilding int32 `json:"replicasRebuilding,omitempty"`
 }
 
 // Waiting is what the plan waits for right now and since when.
@@ -269,7 +272,7 @@ func nodes(st *v1beta1.UpgradePlanStatus, now time.Time) []Node {
 	took, current, since := NodeUpgradeTimes(st, DoneTimes(st))
 	out := make([]Node, 0, len(st.NodeUpgradeStatuses))
 	for n, ns := range st.NodeUpgradeStatuses {
-		node := Node{Name: n, State: string(ns.State), Since: ns.LastTransitionTime, Message: firstLine(ns.Message), VMs: ns.VMs}
+		node := Node{Name: n, State: string(ns.State), Since: ns.LastTransitionTime, Message: firstLine(ns.Message), VMs: ns.VMs, ReplicasRebuilding: ns.ReplicasRebuilding}
 		if d, ok := took[n]; ok {
 			node.Upgrade = &metav1.Duration{Duration: d}
 		} else if n == current {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -571,12 +572,15 @@ func checkPhasesOnce(t *testing.T, p *v1beta1.UpgradePlan) {
 // TestHealthGateWaitsForRebuild: Rancher moves to the next node as soon as
 // the last one is back, while Longhorn still rebuilds the replicas that
 // node held; the health gate holds the next drain, named, until every
-// volume is healthy again.
+// volume is healthy again. Meanwhile the node's status counts its replicas
+// being rebuilt, after its reboot only: each node holds a replica of each of
+// the three volumes.
 func TestHealthGateWaitsForRebuild(t *testing.T) {
 	timing := sim.DemoTiming()
 	timing.ReplicaRebuild = 3 * time.Second
 	states := map[string]v1beta1.NodeUpgradeState{}
 	held := false
+	rebuilding := map[string]int32{}
 	scenario{sim: sim.Config{Nodes: 3, Timing: timing}, want: v1beta1.PhaseSucceeded,
 		during: func(t *testing.T, ctx context.Context, run *simrun.Run, p *v1beta1.UpgradePlan) {
 			var vols longhornv1beta2.VolumeList
@@ -597,10 +601,17 @@ func TestHealthGateWaitsForRebuild(t *testing.T) {
 					t.Errorf("node %s began its drain while volumes %v were not healthy", node, degraded)
 				}
 				states[node] = st.State
+				rebuilding[node] = max(rebuilding[node], st.ReplicasRebuilding)
+				if st.ReplicasRebuilding > 0 && st.PreviousBootID == "" {
+					t.Errorf("node %s counts %d replicas rebuilding before its reboot", node, st.ReplicasRebuilding)
+				}
 			}
 		}}.run(t)
 	if !held {
 		t.Error("the health gate never held a node while a volume rebuilt")
+	}
+	if want := map[string]int32{"node-1": 3, "node-2": 3, "node-3": 3}; !maps.Equal(rebuilding, want) {
+		t.Errorf("most replicas seen rebuilding per node %v, want %v", rebuilding, want)
 	}
 }
 
