@@ -382,7 +382,7 @@ func TestStepsFailWhenSkipped(t *testing.T) {
 				previous = "v1.8.0"
 			}
 			w, u := setup(t, previous)
-			u.Timeouts.KubeVirt, u.Timeouts.Longhorn = 2*time.Second, 2*time.Second
+			u.Timeouts.KubeVirt, u.Timeouts.Longhorn = longhornLag+4*time.Second, longhornLag+4*time.Second
 			skip(t, u.Plan, step)
 			got, err := run(ctx, w, u)
 			if err != nil {
