@@ -209,11 +209,7 @@ func (s *Scope) unscheduled(ctx context.Context, j *batchv1.Job) string {
 		}
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				where := "any node"
-				if node := j.Labels[v1beta1.LabelNode]; node != "" {
-					where = "node " + node
-				}
-				return fmt.Sprintf("its pod %s %s %s: %s", p.Name, unschedulableMark, where, c.Message)
+				return unschedulable(j, p.Name, c.Message)
 			}
 		}
 	}
@@ -247,11 +243,17 @@ func (s *Scope) wasUnscheduled(ctx context.Context, j *batchv1.Job) string {
 	if last == nil {
 		return ""
 	}
+	return unschedulable(j, last.InvolvedObject.Name, last.Message)
+}
+
+// unschedulable says that the Job's pod cannot be placed where the Job
+// wants it, with the scheduler's reason.
+func unschedulable(j *batchv1.Job, pod, reason string) string {
 	where := "any node"
 	if node := j.Labels[v1beta1.LabelNode]; node != "" {
 		where = "node " + node
 	}
-	return fmt.Sprintf("its pod %s %s %s: %s", last.InvolvedObject.Name, unschedulableMark, where, last.Message)
+	return fmt.Sprintf("its pod %s %s %s: %s", pod, unschedulableMark, where, reason)
 }
 
 // eventTime is when an event was last seen, whichever API wrote it.
