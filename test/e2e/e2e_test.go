@@ -288,7 +288,11 @@ func clusterComponentsUpgraded(t *testing.T, ctx context.Context, run *simrun.Ru
 func TestComponentsThatDoNotReact(t *testing.T) {
 	short := clusterupgrade.DefaultTimeouts()
 	short.Interval, short.CAPIStable = 20*time.Millisecond, 0
-	short.Charts, short.Fleet, short.KubeVirt, short.Longhorn = 2*time.Second, 2*time.Second, 2*time.Second, 2*time.Second
+	short.Charts, short.Fleet, short.KubeVirt = 2*time.Second, 2*time.Second, 2*time.Second
+	// Longhorn's crashing manager is ready for moments, until the world
+	// sees it and crashes it: the window outlasts the world's reaction on
+	// a loaded machine.
+	short.Longhorn, short.LonghornStable = 10*time.Second, 5*time.Second
 	chartVersion := func(ctx context.Context, c client.Client, name string) string {
 		mc := &managementv3.ManagedChart{}
 		_ = c.Get(ctx, client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: name}, mc)
