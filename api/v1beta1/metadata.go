@@ -110,6 +110,10 @@ const (
 	// InsightNodeUnavailable: a managed node other than the one being
 	// upgraded is cordoned or NotReady; the next drain waits for it.
 	InsightNodeUnavailable = "NodeUnavailable"
+	// InsightCircuitBreakerOpen: draining another node would leave more
+	// managed nodes unavailable than spec.nodeUpgradeOption.maxUnavailableNodes
+	// allows; no node is drained until enough of them are back.
+	InsightCircuitBreakerOpen = "CircuitBreakerOpen"
 	// InsightConcurrentV1Upgrade: Harvester's built-in upgrade
 	// (upgrades.harvesterhci.io) runs at the same time.
 	InsightConcurrentV1Upgrade = "ConcurrentV1Upgrade"

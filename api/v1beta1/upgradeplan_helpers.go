@@ -51,6 +51,15 @@ func (p *UpgradePlan) HealthGateMode() HealthGateMode {
 	return *p.Spec.NodeUpgradeOption.HealthGate
 }
 
+// MaxUnavailableNodes returns spec.nodeUpgradeOption.maxUnavailableNodes,
+// 1 when unset.
+func (p *UpgradePlan) MaxUnavailableNodes() int {
+	if p.Spec.NodeUpgradeOption == nil || p.Spec.NodeUpgradeOption.MaxUnavailableNodes == nil {
+		return 1
+	}
+	return int(*p.Spec.NodeUpgradeOption.MaxUnavailableNodes)
+}
+
 // PreloadConcurrency returns spec.imagePreloadOption.concurrency, 0 when unset.
 func (p *UpgradePlan) PreloadConcurrency() int {
 	if p.Spec.ImagePreloadOption == nil || p.Spec.ImagePreloadOption.Concurrency == nil {

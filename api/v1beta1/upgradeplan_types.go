@@ -176,6 +176,22 @@ type NodeUpgradeOption struct {
 	// +optional
 	// +kubebuilder:validation:Enum=Strict;Relaxed
 	HealthGate *HealthGateMode `json:"healthGate,omitempty"`
+
+	// MaxUnavailableNodes is the circuit breaker: the most managed nodes
+	// that may be NotReady or unreachable at once, the node being upgraded
+	// counted. No further node is drained while draining it would make
+	// more of them unavailable than this; the plan names the nodes (the
+	// insight CircuitBreakerOpen, the held node's message and the
+	// Progressing condition) and drains the next node by itself once
+	// enough of them are back. Unlike the rest of the health gate, the
+	// breaker never fails the plan: a node that stays down holds it until
+	// it returns or the plan is deleted. Default 1: no node is drained
+	// while another one is down. Risk of more: a volume with a replica on
+	// a node that is down loses another one with each drain.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxUnavailableNodes *int32 `json:"maxUnavailableNodes,omitempty"`
 }
 
 // HealthGateMode is how much the health gate between two nodes checks.

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/nodestate"
 )
 
 // Facts are what one look at the cluster saw.
@@ -30,6 +31,9 @@ type Facts struct {
 	// Unavailable are the managed nodes, other than the slot's, that are
 	// cordoned or not Ready.
 	Unavailable []NodeProblem
+	// MaxUnavailable is the circuit breaker's limit
+	// (spec.nodeUpgradeOption.maxUnavailableNodes).
+	MaxUnavailable int
 	// Blocked are the pods on the draining node that the eviction API
 	// refuses now, with the budgets that refuse them.
 	Blocked []PodBlock
@@ -105,6 +109,7 @@ var kinds = map[string]kind{
 	v1beta1.InsightDrainRefusedPod:     {v1beta1.ImpactUpgradeStalled, 0, 10 * time.Minute},
 	v1beta1.InsightDrainTaintRemoved:   {v1beta1.ImpactVMAvailability, 0, 0},
 	v1beta1.InsightNodeUnavailable:     {v1beta1.ImpactDataRedundancy, 0, 5 * time.Minute},
+	v1beta1.InsightCircuitBreakerOpen:  {v1beta1.ImpactUpgradeStalled, 0, 15 * time.Minute},
 	v1beta1.InsightConcurrentV1Upgrade: {v1beta1.ImpactAPIAvailability, 0, 0},
 	v1beta1.InsightProvisioningPaused:  {v1beta1.ImpactUpgradeStalled, 0, 10 * time.Minute},
 	v1beta1.InsightStalled:             {v1beta1.ImpactUpgradeStalled, 5 * time.Minute, 15 * time.Minute},
@@ -155,6 +160,17 @@ func Evaluate(f Facts, previous []v1beta1.Insight) []v1beta1.Insight {
 		add(v1beta1.InsightNodeUnavailable, fmt.Sprintf("node %s is %s while %s: no other node is drained until it is back "+
 			"(its volumes' replicas and VMs are at risk); uncordon it (kubectl uncordon %s) or bring it back",
 			n.Node, strings.Join(what, " and "), slotPhrase(f.Slot), n.Node), "Node/"+n.Node)
+	}
+	var down, downObjects []string
+	for _, n := range f.Unavailable {
+		if n.NotReady {
+			down = append(down, n.Node)
+			downObjects = append(downObjects, "Node/"+n.Node)
+		}
+	}
+	if why := nodestate.Breaker(down, f.MaxUnavailable); why != "" {
+		add(v1beta1.InsightCircuitBreakerOpen, "the circuit breaker holds every further drain: "+why+
+			"; bring the nodes back, or raise the limit at the risk of the volumes with replicas on them", downObjects...)
 	}
 	for _, u := range f.V1Upgrades {
 		add(v1beta1.InsightConcurrentV1Upgrade, fmt.Sprintf("Harvester's built-in upgrade %s runs at the same time as this plan: the two upgrade the same "+

@@ -13,6 +13,7 @@ package nodestate
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 )
@@ -71,6 +72,9 @@ type Node struct {
 	// Unhealthy says what keeps the cluster from draining another node
 	// (the health gate); empty when it may.
 	Unhealthy string
+	// Breaker says what holds every further drain (the circuit breaker,
+	// see Breaker); empty when it is closed.
+	Breaker string
 }
 
 // Host is what a node reports of itself (status.nodeInfo and its Ready
@@ -97,6 +101,9 @@ type Decision struct {
 	// HealthGate: the node waits for the cluster to be healthy before its
 	// drain (Node.Unhealthy).
 	HealthGate bool
+	// Breaker: the circuit breaker holds the node's drain; it has no
+	// deadline, so the health gate's does not run meanwhile.
+	Breaker bool
 	// StartJob is the type of Job to create now (v1beta1.JobType…), or "".
 	StartJob string
 }
@@ -120,6 +127,22 @@ func InDrainSlot(s v1beta1.NodeUpgradeState) bool {
 
 // HealthGatePrefix begins the message of a node held by the health gate.
 const HealthGatePrefix = "health gate: waiting for the cluster to be healthy before draining this node: "
+
+// BreakerPrefix begins the message of a node held by the circuit breaker.
+const BreakerPrefix = "circuit breaker: no node is drained while too many are down: "
+
+// Breaker is the circuit breaker: down are the managed nodes, other than
+// the one to drain, that are NotReady or unreachable, and limit how many
+// may be unavailable at once, the drained node counted. It says what holds
+// every further drain, "" while the breaker is closed. With no node down
+// it is closed whatever the limit: one node is always drained.
+func Breaker(down []string, limit int) string {
+	if len(down) == 0 || len(down)+1 <= limit {
+		return ""
+	}
+	return fmt.Sprintf("node %s not Ready or unreachable: draining another node would leave %d unavailable, more than "+
+		"spec.nodeUpgradeOption.maxUnavailableNodes (%d); the next node is drained by itself once enough of them are back", strings.Join(down, ", "), len(down)+1, limit)
+}
 
 // pausedMessage is what a paused node reports; planPausedMessage what a
 // node held by a paused plan reports.
@@ -192,6 +215,13 @@ func decide(n *Node, singleNode bool, busy string) Decision {
 		}
 		if busy != "" && busy != n.Name {
 			return Decision{State: n.State, Message: "waiting for node " + busy + " to finish its upgrade"}
+		}
+		if n.Breaker != "" {
+			msg := BreakerPrefix + n.Breaker
+			if n.Unhealthy != "" {
+				msg += "; the health gate waits for: " + n.Unhealthy
+			}
+			return Decision{State: n.State, Breaker: true, Message: msg}
 		}
 		if n.Unhealthy != "" {
 			return Decision{State: n.State, HealthGate: true, Message: HealthGatePrefix + n.Unhealthy}

@@ -2,6 +2,7 @@ package nodestate
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -260,5 +261,45 @@ func TestRetryState(t *testing.T) {
 		if _, ok := RetryState(s, ""); ok != s.IsFailure() {
 			t.Errorf("RetryState(%s) ok=%v, but IsFailure=%v", s, ok, s.IsFailure())
 		}
+	}
+}
+
+// The circuit breaker counts the node to drain with those already down,
+// and holds the drain without a deadline (not the health gate's).
+func TestBreaker(t *testing.T) {
+	for _, tt := range []struct {
+		down  []string
+		limit int
+		open  bool
+	}{
+		{nil, 1, false},
+		{nil, 0, false},
+		{[]string{"n3"}, 1, true},
+		{[]string{"n3"}, 2, false},
+		{[]string{"n2", "n3"}, 2, true},
+		{[]string{"n2", "n3"}, 3, false},
+	} {
+		why := Breaker(tt.down, tt.limit)
+		if (why != "") != tt.open {
+			t.Errorf("Breaker(%v, %d) = %q, want open %v", tt.down, tt.limit, why, tt.open)
+		}
+		for _, n := range tt.down {
+			if tt.open && !strings.Contains(why, n) {
+				t.Errorf("Breaker(%v, %d) does not name %s: %q", tt.down, tt.limit, n, why)
+			}
+		}
+	}
+	n := Node{Name: "n1", State: preloaded, PreDrainRequested: true, Breaker: Breaker([]string{"n3"}, 1), Unhealthy: "Longhorn volume v not healthy"}
+	d := Decide([]Node{n}, false)[0]
+	if d.State != preloaded || !d.Breaker || d.HealthGate || !strings.HasPrefix(d.Message, BreakerPrefix) || !strings.Contains(d.Message, "Longhorn volume v") {
+		t.Errorf("held by the breaker and the gate: %+v", d)
+	}
+	n.Breaker = ""
+	if d := Decide([]Node{n}, false)[0]; d.Breaker || !d.HealthGate {
+		t.Errorf("breaker closed, gate holds: %+v", d)
+	}
+	n.Unhealthy = ""
+	if d := Decide([]Node{n}, false)[0]; d.State != preDraining {
+		t.Errorf("breaker closed, gate open: %+v", d)
 	}
 }

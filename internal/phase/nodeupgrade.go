@@ -99,6 +99,11 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 func (s *Scope) stepNode(ctx context.Context, n *nodestate.Node, d nodestate.Decision, obs *observation, failed bool) (string, error) {
 	var failure string
 	before := s.Plan.Status.NodeUpgradeStatuses[n.Name].Message
+	if d.Breaker {
+		// The breaker has no deadline; the health gate's starts again
+		// once it lets go.
+		s.clearHealthGateSince(n.Name)
+	}
 	if d.HealthGate {
 		var overdue string
 		if d.Message, overdue = s.holdAtHealthGate(n.Name, d.Message); overdue != "" && !failed {
@@ -218,7 +223,7 @@ func (s *Scope) nodeFailure(ctx context.Context, node string, d nodestate.Decisi
 // waits for.
 func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs *observation, restoring []string) Result {
 	var paused, todo []string
-	active, unscheduled, done := "", false, 0
+	active, held, unscheduled, done := "", "", false, 0
 	for i := range nodes {
 		n := &nodes[i]
 		st := s.nodeState(n.Name)
@@ -240,6 +245,9 @@ func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs
 			}
 			todo = append(todo, n.Name)
 		default:
+			if msg := s.Plan.Status.NodeUpgradeStatuses[n.Name].Message; strings.HasPrefix(msg, nodestate.BreakerPrefix) || strings.HasPrefix(msg, nodestate.HealthGatePrefix) {
+				held = "node " + n.Name + " held by the " + msg
+			}
 			todo = append(todo, n.Name)
 		}
 	}
@@ -256,12 +264,15 @@ func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs
 	if active != "" {
 		parts = append(parts, active)
 	}
+	if held != "" {
+		parts = append(parts, held)
+	}
 	if len(paused) > 0 && !s.Plan.IsPaused() {
 		parts = append(parts, "node upgrade paused: "+list(paused))
 	}
 	if done == len(nodes) && len(obs.postDrainPending) > 0 {
 		parts = append(parts, "waiting for Rancher to finish the last node (machine-plan Secret "+list(obs.postDrainPending)+" still has "+cluster.AnnotationRancherPostDrain+")")
-	} else if active == "" && len(paused) == 0 && len(todo) > 0 && s.Plan.Status.SingleNode == nil {
+	} else if active == "" && held == "" && len(paused) == 0 && len(todo) > 0 && s.Plan.Status.SingleNode == nil {
 		parts = append(parts, "waiting for Rancher to start on the next node ("+list(todo)+")")
 	}
 	if len(restoring) > 0 {

@@ -132,8 +132,18 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 		if err != nil {
 			return nil, err
 		}
+		down := notReadyNodes(nodes)
 		for i := range obs.nodes {
-			obs.nodes[i].Unhealthy = unhealthy
+			n := &obs.nodes[i]
+			if !n.AtHealthGate() {
+				continue
+			}
+			n.Unhealthy = unhealthy
+			others := slices.DeleteFunc(slices.Clone(down), func(name string) bool { return name == n.Name })
+			if len(others) < len(down) {
+				n.Unhealthy = joinReasons("node "+n.Name+" not Ready", unhealthy)
+			}
+			n.Breaker = nodestate.Breaker(others, s.Plan.MaxUnavailableNodes())
 		}
 	}
 	return obs, nil

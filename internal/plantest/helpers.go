@@ -206,3 +206,17 @@ func (h *Harness) Annotate(plan, key, value string) {
 	p.Annotations[key] = value
 	h.Must(h.C.Patch(h.Ctx(), p, client.MergeFrom(before)))
 }
+
+// SetNodeReady reports a node Ready, or NotReady as the node-lifecycle
+// controller marks a node whose kubelet stopped posting status.
+func (h *Harness) SetNodeReady(node string, ready bool) {
+	h.T.Helper()
+	n := &corev1.Node{}
+	h.Must(h.C.Get(h.Ctx(), client.ObjectKey{Name: node}, n))
+	c := cluster.ReadyCondition(n)
+	c.Status, c.Reason = corev1.ConditionTrue, "KubeletReady"
+	if !ready {
+		c.Status, c.Reason = corev1.ConditionUnknown, "NodeStatusUnknown"
+	}
+	h.Must(h.C.Status().Update(h.Ctx(), n))
+}
