@@ -164,9 +164,11 @@ type NodeUpgradeOption struct {
 	PauseNodes []string `json:"pauseNodes,omitempty"`
 
 	// HealthGate is what must be healthy before Rancher may drain the next
-	// node. Strict (the default) waits until every node is Ready, the API
-	// server and its etcd report ready, no Longhorn volume is degraded or
-	// faulted and the VMs of the upgraded nodes are restored. Relaxed waits
+	// node. Strict (the default) waits until the node is Ready and no
+	// other node is cordoned (the other nodes that are down are the circuit
+	// breaker's, maxUnavailableNodes), the API server and its etcd report
+	// ready, no Longhorn volume is degraded or faulted and the VMs of the
+	// upgraded nodes are restored. Relaxed waits
 	// only for the nodes and the control plane. Risk of Relaxed: a volume
 	// still rebuilding a replica lost in the last drain may lose another
 	// one in the next, and with its last healthy replica its data; use it
@@ -507,10 +509,11 @@ type NodeUpgradeStatus struct {
 	// +optional
 	PreviousOSImage string `json:"previousOSImage,omitempty"`
 	// HealthGateSince is when the health gate first held the node before
-	// its drain, Rancher having reached it: another node not Ready, a
+	// its drain, Rancher having reached it: another node cordoned, a
 	// Longhorn volume degraded or faulted, or the previous node's VMs
 	// still being restored. The plan fails when the cluster is not healthy
-	// within the health-gate deadline from then.
+	// within the health-gate deadline from then. It is cleared while the
+	// circuit breaker holds the node, which has no deadline.
 	// +optional
 	HealthGateSince *metav1.Time `json:"healthGateSince,omitempty"`
 }
