@@ -21,10 +21,7 @@ import (
 // plan with what to do.
 func TestHealthGate(t *testing.T) {
 	h := plantest.New(t)
-	nodes := h.Harvester(3)
-	p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
-	p = h.DriveToNodeUpgrading(p.Name, nodes)
-	h.UpgradeNode(p.Name, "node-1")
+	p := h.Node1Upgraded(3)
 
 	h.Volume("pvc-rebuilding", cluster.LonghornRobustnessDegraded)
 	pre := h.RancherAsks("node-2", cluster.AnnotationRancherPreDrain)
@@ -59,10 +56,7 @@ func TestHealthGate(t *testing.T) {
 // released when the operator relaxes the gate on the running plan.
 func TestRelaxedHealthGate(t *testing.T) {
 	h := plantest.New(t)
-	nodes := h.Harvester(3)
-	p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
-	p = h.DriveToNodeUpgrading(p.Name, nodes)
-	h.UpgradeNode(p.Name, "node-1")
+	p := h.Node1Upgraded(3)
 
 	h.Volume("pvc-expendable", cluster.LonghornRobustnessDegraded)
 	h.RancherAsks("node-2", cluster.AnnotationRancherPreDrain)
@@ -80,10 +74,7 @@ func TestRelaxedHealthGate(t *testing.T) {
 // back. A limit of 2 lets node-3 be drained while node-2 is down.
 func TestCircuitBreaker(t *testing.T) {
 	h := plantest.New(t)
-	nodes := h.Harvester(3)
-	p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
-	p = h.DriveToNodeUpgrading(p.Name, nodes)
-	h.UpgradeNode(p.Name, "node-1")
+	p := h.Node1Upgraded(3)
 
 	h.SetNodeReady("node-3", false)
 	pre := h.RancherAsks("node-2", cluster.AnnotationRancherPreDrain)

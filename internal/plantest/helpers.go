@@ -195,6 +195,17 @@ func (h *Harness) Node1PreDrained() *v1beta1.UpgradePlan {
 	return h.WaitNodeState(p.Name, "node-1", v1beta1.NodeStatePreDrained)
 }
 
+// Node1Upgraded runs a plan on n nodes until node-1 is upgraded and
+// Rancher is about to reach the next node.
+func (h *Harness) Node1Upgraded(n int) *v1beta1.UpgradePlan {
+	h.T.Helper()
+	nodes := h.Harvester(n)
+	p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+	p = h.DriveToNodeUpgrading(p.Name, nodes)
+	h.UpgradeNode(p.Name, "node-1")
+	return p
+}
+
 // Annotate sets an annotation of the plan.
 func (h *Harness) Annotate(plan, key, value string) {
 	h.T.Helper()
