@@ -149,6 +149,14 @@ func Evaluate(f Facts, previous []v1beta1.Insight) []v1beta1.Insight {
 			"onto it and stopped by its reboot. Find what removes it (a controller or a person) and stop it; the node's pre-drain taints it again on a retry",
 			f.Slot, f.TaintWriter), "Node/"+f.Slot)
 	}
+	var down, downObjects []string
+	for _, n := range f.Unavailable {
+		if n.NotReady {
+			down = append(down, n.Node)
+			downObjects = append(downObjects, "Node/"+n.Node)
+		}
+	}
+	breaker := nodestate.Breaker(down, f.MaxUnavailable)
 	for _, n := range f.Unavailable {
 		var what []string
 		if n.Cordoned {
@@ -157,19 +165,17 @@ func Evaluate(f Facts, previous []v1beta1.Insight) []v1beta1.Insight {
 		if n.NotReady {
 			what = append(what, "not Ready")
 		}
-		add(v1beta1.InsightNodeUnavailable, fmt.Sprintf("node %s is %s while %s: no other node is drained until it is back "+
-			"(its volumes' replicas and VMs are at risk); uncordon it (kubectl uncordon %s) or bring it back",
-			n.Node, strings.Join(what, " and "), slotPhrase(f.Slot), n.Node), "Node/"+n.Node)
-	}
-	var down, downObjects []string
-	for _, n := range f.Unavailable {
-		if n.NotReady {
-			down = append(down, n.Node)
-			downObjects = append(downObjects, "Node/"+n.Node)
+		holds := "no other node is drained until it is back"
+		if !n.Cordoned && breaker == "" {
+			// Below the circuit breaker's limit the next drain goes on.
+			holds = fmt.Sprintf("the next node is drained all the same (spec.nodeUpgradeOption.maxUnavailableNodes is %d)", f.MaxUnavailable)
 		}
+		add(v1beta1.InsightNodeUnavailable, fmt.Sprintf("node %s is %s while %s: %s "+
+			"(its volumes' replicas and VMs are at risk); uncordon it (kubectl uncordon %s) or bring it back",
+			n.Node, strings.Join(what, " and "), slotPhrase(f.Slot), holds, n.Node), "Node/"+n.Node)
 	}
-	if why := nodestate.Breaker(down, f.MaxUnavailable); why != "" {
-		add(v1beta1.InsightCircuitBreakerOpen, "the circuit breaker holds every further drain: "+why+
+	if breaker != "" {
+		add(v1beta1.InsightCircuitBreakerOpen, "the circuit breaker holds every further drain: "+breaker+
 			"; bring the nodes back, or raise the limit at the risk of the volumes with replicas on them", downObjects...)
 	}
 	for _, u := range f.V1Upgrades {

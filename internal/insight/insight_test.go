@@ -108,6 +108,9 @@ func TestCircuitBreakerOpen(t *testing.T) {
 		if in.Type == v1beta1.InsightCircuitBreakerOpen {
 			t.Errorf("breaker open below its limit: %+v", in)
 		}
+		if in.Type == v1beta1.InsightNodeUnavailable && (strings.Contains(in.Message, "drained all the same") != (in.Objects[0] == "Node/node-3")) {
+			t.Errorf("below the limit only the node that is down and not cordoned lets the next drain go on: %s", in.Message)
+		}
 	}
 }
 
