@@ -16,6 +16,10 @@ const (
 	// ConditionStalled is True while a node or a step has overrun its
 	// estimate by a margin; its message says what the plan waits for.
 	ConditionStalled = "Stalled"
+	// ConditionNodesExcluded is True when nodes lost during the upgrade
+	// were excluded (spec.nodeUpgradeOption.excludeNodes); its message
+	// names them and says what to do for them.
+	ConditionNodesExcluded = "NodesExcluded"
 )
 
 // Condition reasons. The Progressing condition's reason is otherwise the
@@ -67,6 +71,10 @@ const (
 	// the migration deadline; the node waits for the operator's choice (the
 	// VM annotations retry-migration or shutdown-for-upgrade).
 	ReasonMigrationHeld = "MigrationHeld"
+	// ReasonExcludedByOperator: the node, lost while it waited for its
+	// reboot, was excluded from the upgrade (spec.nodeUpgradeOption.
+	// excludeNodes); it is the NodesExcluded condition's reason too.
+	ReasonExcludedByOperator = "ExcludedByOperator"
 )
 
 // Event reasons.
@@ -77,11 +85,14 @@ const (
 	EventUpgradeSucceeded = "UpgradeSucceeded"
 	EventUpgradeFailed    = "UpgradeFailed"
 	// EventPreviewed says what a dry run (spec.dryRun) found.
-	EventPreviewed                 = "Previewed"
-	EventConcurrentUpgradeBlocked  = "ConcurrentUpgradeBlocked"
-	EventImagePreloadSkipped       = "ImagePreloadSkipped"
-	EventImageCleanupSkipped       = "ImageCleanupSkipped"
-	EventNodeRebootVerified        = "NodeRebootVerified"
+	EventPreviewed                = "Previewed"
+	EventConcurrentUpgradeBlocked = "ConcurrentUpgradeBlocked"
+	EventImagePreloadSkipped      = "ImagePreloadSkipped"
+	EventImageCleanupSkipped      = "ImageCleanupSkipped"
+	EventNodeRebootVerified       = "NodeRebootVerified"
+	// EventNodeExcluded: a node lost while it waited for its reboot was
+	// excluded from the upgrade (spec.nodeUpgradeOption.excludeNodes).
+	EventNodeExcluded              = "NodeExcluded"
 	EventVerificationPending       = "VerificationPending"
 	EventVerified                  = "Verified"
 	EventPaused                    = "Paused"

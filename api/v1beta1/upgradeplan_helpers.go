@@ -43,6 +43,32 @@ func (p *UpgradePlan) IsNodePaused(node string) bool {
 	return slices.Contains(p.PauseNodes(), node)
 }
 
+// ExcludeNodes returns spec.nodeUpgradeOption.excludeNodes.
+func (p *UpgradePlan) ExcludeNodes() []string {
+	if p.Spec.NodeUpgradeOption == nil {
+		return nil
+	}
+	return p.Spec.NodeUpgradeOption.ExcludeNodes
+}
+
+// IsNodeExcluded reports whether the node is listed in
+// spec.nodeUpgradeOption.excludeNodes.
+func (p *UpgradePlan) IsNodeExcluded(node string) bool {
+	return slices.Contains(p.ExcludeNodes(), node)
+}
+
+// ExcludedNodes are the nodes recorded Excluded, sorted.
+func (p *UpgradePlan) ExcludedNodes() []string {
+	var out []string
+	for name, st := range p.Status.NodeUpgradeStatuses {
+		if st.State == NodeStateExcluded {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // HealthGateMode returns spec.nodeUpgradeOption.healthGate, Strict when unset.
 func (p *UpgradePlan) HealthGateMode() HealthGateMode {
 	if p.Spec.NodeUpgradeOption == nil || p.Spec.NodeUpgradeOption.HealthGate == nil {

@@ -194,6 +194,25 @@ type NodeUpgradeOption struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000
 	MaxUnavailableNodes *int32 `json:"maxUnavailableNodes,omitempty"`
+
+	// ExcludeNodes lists nodes lost during the upgrade, so that it finishes
+	// on the others. A listed node is excluded only while it waits for its
+	// reboot into the new OS (state WaitingReboot, or failed there with
+	// reason RebootTimeout and retried) and is NotReady or unreachable: its
+	// state becomes Excluded for good, Rancher's post-drain hook of it is
+	// answered so that Rancher goes on with the next node, the circuit
+	// breaker and the health gate no longer count it, the image cleanup and
+	// the final checks skip it, and the plan ends Succeeded with the
+	// condition NodesExcluded naming it. A node listed in any other state,
+	// or Ready, is upgraded as usual. Afterwards, remove the node from the
+	// cluster, or repair it and upgrade it with a new plan (README: "A node
+	// lost during the upgrade"). Not on a single-node cluster.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=1000
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	ExcludeNodes []string `json:"excludeNodes,omitempty"`
 }
 
 // HealthGateMode is how much the health gate between two nodes checks.

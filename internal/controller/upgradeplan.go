@@ -6,6 +6,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -288,7 +289,12 @@ func (p *pass) runPipeline(ctx context.Context) (phase.Result, error) {
 				return res, err
 			}
 			pipeline.SetPhase(st, v1beta1.PhaseSucceeded, s.Now())
-			s.Event(corev1.EventTypeNormal, v1beta1.EventUpgradeSucceeded, "Upgrade completed successfully")
+			if excluded := s.Plan.ExcludedNodes(); len(excluded) > 0 {
+				s.Event(corev1.EventTypeNormal, v1beta1.EventUpgradeSucceeded, "Upgrade completed on every node but %s, excluded while down (condition %s)",
+					strings.Join(excluded, ", "), v1beta1.ConditionNodesExcluded)
+			} else {
+				s.Event(corev1.EventTypeNormal, v1beta1.EventUpgradeSucceeded, "Upgrade completed successfully")
+			}
 			return phase.Result{}, nil
 		}
 		nextPos, _ := pipeline.Locate(next)

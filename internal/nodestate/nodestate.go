@@ -43,6 +43,8 @@ type Node struct {
 	Paused bool
 	// PlanPaused: the whole plan is paused (spec.paused).
 	PlanPaused bool
+	// Excluded: the node is listed in spec.nodeUpgradeOption.excludeNodes.
+	Excluded bool
 	// PreDrainRequested: Rancher asks for the pre-drain hook of this node.
 	PreDrainRequested bool
 	// PostDrainRequested: Rancher asks for the post-drain hook.
@@ -246,17 +248,30 @@ func decide(n *Node, singleNode bool, busy string) Decision {
 			done, failed = v1beta1.NodeStateSingleNodeUpgraded, v1beta1.NodeStateSingleNodeUpgradeFailed
 		}
 		switch verdict, msg := Reboot(*n); {
+		case n.Excluded && !n.Host.Ready && !singleNode:
+			return Decision{State: v1beta1.NodeStateExcluded, Reason: v1beta1.ReasonExcludedByOperator, Message: ExcludedMessage(msg)}
 		case verdict == RebootDone:
 			return Decision{State: done, Message: msg}
 		case verdict == RebootFallback:
 			return Decision{State: failed, Reason: v1beta1.ReasonFallbackBoot, Message: msg}
 		case n.Overdue:
-			return Decision{State: failed, Reason: v1beta1.ReasonRebootTimeout, Message: "the node did not come back on the new OS in time: " + msg + waited(*n)}
+			msg = "the node did not come back on the new OS in time: " + msg + waited(*n)
+			if !n.Host.Ready && !singleNode {
+				msg += "; if it is lost for good, list it in spec.nodeUpgradeOption.excludeNodes and retry the plan to finish without it"
+			}
+			return Decision{State: failed, Reason: v1beta1.ReasonRebootTimeout, Message: msg}
 		default:
 			return Decision{State: n.State, Message: msg + waited(*n)}
 		}
 	}
 	return keep
+}
+
+// ExcludedMessage is what an excluded node reports: what it reported as it
+// was excluded, and what is left to do for it.
+func ExcludedMessage(seen string) string {
+	return "excluded from the upgrade (spec.nodeUpgradeOption.excludeNodes) while it was down; it was " + seen +
+		". Remove it from the cluster, or repair it and upgrade it with a new plan"
 }
 
 // waitForRancher decides a node whose VMs are gone while Rancher drains it
@@ -384,18 +399,25 @@ func jobStep(state v1beta1.NodeUpgradeState, j Job, jobType string, done, failed
 // Upgraded reports whether a node finished its NodeUpgrade work.
 func Upgraded(s v1beta1.NodeUpgradeState) bool {
 	t, _ := s.Tier()
-	return t >= 7 && !s.IsFailure()
+	return t >= 7 && !s.IsFailure() && s != v1beta1.NodeStateExcluded
+}
+
+// Finished reports whether the node upgrade has nothing left to do for a
+// node: it is upgraded or excluded.
+func Finished(s v1beta1.NodeUpgradeState) bool {
+	return Upgraded(s) || s == v1beta1.NodeStateExcluded
 }
 
 // Acknowledged says which of Rancher's drain-hook requests may be
 // acknowledged for a node in a state: pre-drain when the node's pre-drain
 // work has just succeeded (Rancher then drains it), post-drain when the node
-// is back with the new OS (Rancher then uncordons it and moves on). In any
+// is back with the new OS or was excluded while it was down (Rancher then
+// uncordons it and moves on). In any
 // other state a request stays unanswered and Rancher waits: a failed node,
 // or a node asked to drain again after its upgrade, is never drained without
 // its VMs being taken care of first.
 func Acknowledged(s v1beta1.NodeUpgradeState) (preDrain, postDrain bool) {
-	return s == v1beta1.NodeStatePreDrained, s == v1beta1.NodeStatePostDrained
+	return s == v1beta1.NodeStatePreDrained, s == v1beta1.NodeStatePostDrained || s == v1beta1.NodeStateExcluded
 }
 
 // RetryState returns the state a node in a failure state goes back to when

@@ -80,11 +80,11 @@ func healthGate(ctx context.Context, s *Scope, nodes []corev1.Node, jobs map[str
 }
 
 // notReadyNodes are the managed nodes that are NotReady or unreachable,
-// sorted.
-func notReadyNodes(nodes []corev1.Node) []string {
+// sorted; the nodes excluded from the upgrade are known lost and left out.
+func (s *Scope) notReadyNodes(nodes []corev1.Node) []string {
 	var out []string
 	for i := range nodes {
-		if !cluster.NodeReady(&nodes[i]) {
+		if !cluster.NodeReady(&nodes[i]) && s.nodeState(nodes[i].Name) != v1beta1.NodeStateExcluded {
 			out = append(out, nodes[i].Name)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -135,6 +137,10 @@ func (s *Scope) stepNode(ctx context.Context, n *nodestate.Node, d nodestate.Dec
 		// exists: the next boot ID is then proof of the reboot.
 		s.recordBoot(n.Name, n.Host.BootID, n.Host.OSImage)
 	}
+	if d.State != n.State && d.State == v1beta1.NodeStateExcluded {
+		s.Event(corev1.EventTypeWarning, v1beta1.EventNodeExcluded, "Node %s %s", n.Name, d.Message)
+		s.setNodesExcluded()
+	}
 	if d.State != n.State && nodestate.Upgraded(d.State) {
 		s.Event(corev1.EventTypeNormal, v1beta1.EventNodeRebootVerified, "Node %s rebooted into %s: %s", n.Name, s.Plan.Status.ReleaseMetadata.OS, d.Message)
 	}
@@ -156,6 +162,22 @@ func (s *Scope) stepNode(ctx context.Context, n *nodestate.Node, d nodestate.Dec
 		failure = s.nodeFailure(ctx, n.Name, d, obs, before)
 	}
 	return failure, nil
+}
+
+// setNodesExcluded sets the plan's NodesExcluded condition: which nodes
+// were excluded, and what is left to do for them.
+func (s *Scope) setNodesExcluded() {
+	excluded := s.Plan.ExcludedNodes()
+	if len(excluded) == 0 {
+		return
+	}
+	meta.SetStatusCondition(&s.Plan.Status.Conditions, metav1.Condition{
+		Type: v1beta1.ConditionNodesExcluded, Status: metav1.ConditionTrue, Reason: v1beta1.ReasonExcludedByOperator,
+		ObservedGeneration: s.Plan.Generation,
+		Message: fmt.Sprintf("node(s) %s excluded from the upgrade while down (spec.nodeUpgradeOption.excludeNodes): the upgrade goes on and ends "+
+			"without them, and they are not upgraded. Remove each from the cluster (Harvester: Hosts, Delete; this also removes its etcd member), "+
+			"or repair it and upgrade it with a new plan", list(excluded)),
+	})
 }
 
 // beginsOSUpgrade reports whether a node entering state s is about to get
@@ -244,12 +266,15 @@ func (s *Scope) nodeFailure(ctx context.Context, node string, d nodestate.Decisi
 // nodeUpgradeProgress says whether the phase is done and, if not, what it
 // waits for.
 func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs *observation, restoring []string) Result {
-	var paused, todo []string
+	var paused, todo, excluded []string
 	active, held, unscheduled, done := "", "", false, 0
 	for i := range nodes {
 		n := &nodes[i]
 		st := s.nodeState(n.Name)
 		switch {
+		case st == v1beta1.NodeStateExcluded:
+			excluded = append(excluded, n.Name)
+			done++
 		case nodestate.Upgraded(st):
 			done++
 		case st == v1beta1.NodeStateUpgradePaused && s.Plan.HoldsNode(n.Name):
@@ -276,7 +301,10 @@ func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs
 	if done == len(nodes) && len(obs.postDrainPending) == 0 && len(restoring) == 0 {
 		return Done()
 	}
-	parts := []string{fmt.Sprintf("%d of %d nodes upgraded", done, len(nodes))}
+	parts := []string{fmt.Sprintf("%d of %d nodes upgraded", done-len(excluded), len(nodes))}
+	if len(excluded) > 0 {
+		parts[0] += fmt.Sprintf(", %d excluded (%s)", len(excluded), list(excluded))
+	}
 	if s.Plan.IsPaused() {
 		if active == "" && len(restoring) == 0 && len(obs.postDrainPending) == 0 {
 			return Hold("paused (spec.paused) during NodeUpgrade: %s, no node under way; set spec.paused to false to resume", parts[0])

@@ -114,7 +114,9 @@ func gather(ctx context.Context, s *Scope, previous *v1beta1.UpgradePlan) (insig
 			continue
 		}
 		notReady := !cluster.NodeReady(n)
-		if (!n.Spec.Unschedulable && !notReady) || recent[n.Name] {
+		if (!n.Spec.Unschedulable && !notReady) || recent[n.Name] || st.NodeUpgradeStatuses[n.Name].State == v1beta1.NodeStateExcluded {
+			// An excluded node is known lost: the plan's NodesExcluded
+			// condition names it.
 			continue
 		}
 		if rancher == nil {

@@ -166,7 +166,7 @@ var admissionChecks = []admissionCheck{
 	{ReasonVMsMigratable, "every running VM can leave its node", admitVMsMigratable},
 	{ReasonManagedChartsReady, "every ManagedChart is ready", admitManagedChartsReady},
 	{ReasonAddonsSettled, "every addon is settled", admitAddonsSettled},
-	{ReasonPauseNodesManaged, "every node in pauseNodes is a managed node", admitPauseNodesManaged},
+	{ReasonPauseNodesManaged, "every node in pauseNodes and excludeNodes is a managed node", admitPauseNodesManaged},
 }
 
 // AdmitCreate judges a new plan: its name and annotations, and, unless
@@ -189,7 +189,10 @@ func AdmitCreate(p *v1beta1.UpgradePlan, facts *AdmissionFacts) AdmissionResult 
 // the plan as a whole rather than one of its fields.
 var admissionSpecPath = field.NewPath("spec")
 
-var admissionPauseNodesPath = field.NewPath("spec", "nodeUpgradeOption", "pauseNodes")
+var (
+	admissionPauseNodesPath   = field.NewPath("spec", "nodeUpgradeOption", "pauseNodes")
+	admissionExcludeNodesPath = field.NewPath("spec", "nodeUpgradeOption", "excludeNodes")
+)
 
 func admissionRefuse(msg string, args ...any) AdmissionResult {
 	var r AdmissionResult

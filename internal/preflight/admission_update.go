@@ -12,8 +12,9 @@ import (
 )
 
 // AdmitUpdate judges a change of a plan, given the names of the managed
-// nodes. While the plan runs only spec.paused, spec.nodeUpgradeOption
-// .pauseNodes and the annotations may change (the CRD's rules already keep version, image and
+// nodes. While the plan runs only spec.paused, spec.nodeUpgradeOption (its
+// pauseNodes, excludeNodes, healthGate, maxUnavailableNodes) and the
+// annotations may change (the CRD's rules already keep version, image and
 // upgrade fixed). Names added to pauseNodes must be managed nodes; changed
 // annotation values are validated as on create. What was there before is
 // never judged again, so an update of the plan's metadata cannot fail on it.
@@ -30,9 +31,14 @@ func AdmitUpdate(before, after *v1beta1.UpgradePlan, managedNodeNames []string) 
 		}
 		return r
 	}
-	var pauseNodes AdmissionResult
-	pauseNodes.refuse(admissionPauseNodeErrors(after.PauseNodes(), before.PauseNodes(), managedNodeNames)...)
-	r.add(judged(ReasonPauseNodesManaged, "every node added to pauseNodes is a managed node", pauseNodes))
+	var nodeLists AdmissionResult
+	nodeLists.refuse(admissionNodeListErrors(admissionPauseNodesPath, after.PauseNodes(), before.PauseNodes(), managedNodeNames)...)
+	nodeLists.refuse(admissionNodeListErrors(admissionExcludeNodesPath, after.ExcludeNodes(), before.ExcludeNodes(), managedNodeNames)...)
+	if len(after.ExcludeNodes()) > len(before.ExcludeNodes()) && after.Status.SingleNode != nil {
+		nodeLists.refuse(field.Forbidden(admissionExcludeNodesPath, "a single-node cluster cannot finish its upgrade without its only node: "+
+			"bring the node back, or delete the plan"))
+	}
+	r.add(judged(ReasonPauseNodesManaged, "every node added to pauseNodes and excludeNodes is a managed node", nodeLists))
 	if !before.IsStarted() {
 		return r
 	}
@@ -56,13 +62,16 @@ func AdmitUpdate(before, after *v1beta1.UpgradePlan, managedNodeNames []string) 
 }
 
 // UpdateNeedsNodes reports whether AdmitUpdate needs the managed nodes: only
-// when the update adds a name to pauseNodes of a plan still running. Other
+// when the update adds a name to pauseNodes or excludeNodes of a plan still
+// running. Other
 // updates, the manager's finalizer writes among them, are admitted without
 // a read of every Node, and cannot be refused because that read failed.
 func UpdateNeedsNodes(before, after *v1beta1.UpgradePlan) bool {
-	return (!after.IsFinished() || after.AwaitsRetry()) && slices.ContainsFunc(after.PauseNodes(), func(n string) bool {
-		return !slices.Contains(before.PauseNodes(), n)
-	})
+	added := func(after, before []string) bool {
+		return slices.ContainsFunc(after, func(n string) bool { return !slices.Contains(before, n) })
+	}
+	return (!after.IsFinished() || after.AwaitsRetry()) &&
+		(added(after.PauseNodes(), before.PauseNodes()) || added(after.ExcludeNodes(), before.ExcludeNodes()))
 }
 
 // admitRetry judges a new value of the retry annotation: only a plan that

@@ -172,3 +172,35 @@ func TestUpdateNeedsNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestExcludeNodesOnUpdate: a name added to excludeNodes must be a managed
+// node, and a single-node plan cannot exclude its only node; an added name
+// makes the webhook read the nodes.
+func TestExcludeNodesOnUpdate(t *testing.T) {
+	plan := func(single bool, names ...string) *v1beta1.UpgradePlan {
+		p := &v1beta1.UpgradePlan{}
+		p.Status.CurrentPhase = v1beta1.PhaseNodeUpgrading
+		if single {
+			p.Status.SingleNode = ptr.To("n1")
+		}
+		if names != nil {
+			p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{ExcludeNodes: names}
+		}
+		return p
+	}
+	managed := []string{"n1", "n2", "n3"}
+	if !UpdateNeedsNodes(plan(false), plan(false, "n2")) {
+		t.Error("a name added to excludeNodes does not read the nodes")
+	}
+	if errs := AdmitUpdate(plan(false), plan(false, "n2"), managed).Errors(); len(errs) != 0 {
+		t.Errorf("excluding a managed node is refused: %v", errs)
+	}
+	errs := AdmitUpdate(plan(false), plan(false, "n9"), managed).Errors()
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "spec.nodeUpgradeOption.excludeNodes[0]") || !strings.Contains(errs[0].Error(), "n1, n2, n3") {
+		t.Errorf("excluding an unknown node: %v, want one error at the entry naming the managed nodes", errs)
+	}
+	errs = AdmitUpdate(plan(true), plan(true, "n1"), []string{"n1"}).Errors()
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "single-node") {
+		t.Errorf("excluding a single node: %v, want it refused", errs)
+	}
+}
