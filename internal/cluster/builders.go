@@ -113,9 +113,9 @@ func UpgradeTolerations() []corev1.Toleration {
 
 // SUCPlanSpec is what a system-upgrade-controller Plan of the toolkit runs.
 type SUCPlanSpec struct {
-	Concurrency        int64
-	DeadlineSeconds    int64
-	NodeSelector map[string]string
+	Concurrency     int64
+	DeadlineSeconds int64
+	NodeSelector    map[string]string
 	// SkipHostnames are nodes (their kubernetes.io/hostname labels) the
 	// selector leaves out.
 	SkipHostnames      []string
