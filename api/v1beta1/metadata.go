@@ -32,6 +32,9 @@ const (
 	ReasonReconcileError           = "ReconcileError"
 	ReasonSucceeded                = "Succeeded"
 	ReasonFailed                   = "Failed"
+	// ReasonAborted is the Progressing reason of a plan that ended Aborted,
+	// and of one that stops for its abort (spec.abort).
+	ReasonAborted = "Aborted"
 	// ReasonPreviewed is the Progressing reason of a finished dry run.
 	ReasonPreviewed = "Previewed"
 	// ReasonVerificationPending is the Degraded reason while a step's work
@@ -84,6 +87,9 @@ const (
 	EventReconcileError   = "ReconcileError"
 	EventUpgradeSucceeded = "UpgradeSucceeded"
 	EventUpgradeFailed    = "UpgradeFailed"
+	// EventUpgradeAborted: the plan stopped for spec.abort and ended
+	// Aborted.
+	EventUpgradeAborted = "UpgradeAborted"
 	// EventPreviewed says what a dry run (spec.dryRun) found.
 	EventPreviewed                = "Previewed"
 	EventConcurrentUpgradeBlocked = "ConcurrentUpgradeBlocked"

@@ -24,10 +24,17 @@ func (p *UpgradePlan) IsPaused() bool {
 	return p.Spec.Paused != nil && *p.Spec.Paused
 }
 
+// AbortRequested reports whether spec.abort is true on a plan that has not
+// ended: it stops at its next safe point and ends Aborted.
+func (p *UpgradePlan) AbortRequested() bool {
+	return p.Spec.Abort != nil && *p.Spec.Abort && !p.IsFinished()
+}
+
 // HoldsNode reports whether a node that has not started its upgrade must
-// wait: the plan is paused or the node is listed in pauseNodes.
+// wait: the plan is paused or aborting, or the node is listed in
+// pauseNodes.
 func (p *UpgradePlan) HoldsNode(node string) bool {
-	return p.IsPaused() || p.IsNodePaused(node)
+	return p.IsPaused() || p.AbortRequested() || p.IsNodePaused(node)
 }
 
 // PauseNodes returns spec.nodeUpgradeOption.pauseNodes (nil when unset).

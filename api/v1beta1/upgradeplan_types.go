@@ -76,6 +76,20 @@ type UpgradePlanSpec struct {
 	// +optional
 	Paused *bool `json:"paused,omitempty"`
 
+	// Abort stops the upgrade for good and cleans up after it; it cannot be
+	// taken back. Before ClusterUpgrade, nothing of the release has reached
+	// the cluster: the plan ends Aborted at once, and everything it made is
+	// deleted and every setting it changed restored. From ClusterUpgrade on
+	// there is no downgrade: the plan stops at its next safe point (a
+	// cluster upgrade under way finishes; during NodeUpgrade the node
+	// between its drain and its return finishes and no other node starts),
+	// then ends Aborted, naming the nodes upgraded and those not, and
+	// cleans up as above. To finish such an upgrade later, create a new plan
+	// for the same version: it upgrades the nodes left. The webhook refuses
+	// an abort of a plan that has ended (delete it instead) or of a dry run.
+	// +optional
+	Abort *bool `json:"abort,omitempty"`
+
 	// RestoreVM restarts, after each node is upgraded, the virtual machines
 	// that could not be live-migrated and were therefore shut down before
 	// the node was drained. When false they stay off. Either way they are

@@ -627,6 +627,11 @@ func (in *UpgradePlanSpec) DeepCopyInto(out *UpgradePlanSpec) {
 		*out = new(bool)
 		**out = **in
 	}
+	if in.Abort != nil {
+		in, out := &in.Abort, &out.Abort
+		*out = new(bool)
+		**out = **in
+	}
 	if in.RestoreVM != nil {
 		in, out := &in.RestoreVM, &out.RestoreVM
 		*out = new(bool)

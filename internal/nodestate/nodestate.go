@@ -43,6 +43,8 @@ type Node struct {
 	Paused bool
 	// PlanPaused: the whole plan is paused (spec.paused).
 	PlanPaused bool
+	// Aborting: the plan is being aborted (spec.abort).
+	Aborting bool
 	// Excluded: the node is listed in spec.nodeUpgradeOption.excludeNodes.
 	Excluded bool
 	// PreDrainRequested: Rancher asks for the pre-drain hook of this node.
@@ -127,6 +129,13 @@ func InDrainSlot(s v1beta1.NodeUpgradeState) bool {
 	return false
 }
 
+// UnderWay reports whether a node in state s is between the start of its
+// drain, or of its single-node upgrade, and its return: a pause or an abort
+// lets it finish.
+func UnderWay(s v1beta1.NodeUpgradeState) bool {
+	return InDrainSlot(s) || s == v1beta1.NodeStateSingleNodeUpgrading
+}
+
 // HealthGatePrefix begins the message of a node held by the health gate.
 const HealthGatePrefix = "health gate: waiting for the cluster to be healthy before draining this node: "
 
@@ -151,6 +160,7 @@ func Breaker(down []string, limit int) string {
 const (
 	pausedMessage     = "Node upgrade paused as requested by the user: remove the node from spec.nodeUpgradeOption.pauseNodes to resume"
 	planPausedMessage = "Node upgrade held: the plan is paused (spec.paused); set spec.paused to false to resume"
+	abortingMessage   = "Node upgrade not started: the plan is being aborted (spec.abort); a new plan for the same version upgrades this node"
 )
 
 // Decide returns the decision for every node, in the order of nodes.
@@ -202,6 +212,9 @@ func decide(n *Node, singleNode bool, busy string) Decision {
 	case NotStarted(n.State):
 		if n.Paused {
 			return Decision{State: v1beta1.NodeStateUpgradePaused, Reason: v1beta1.ReasonAdministrativelyPaused, Message: pausedMessage}
+		}
+		if n.Aborting {
+			return Decision{State: v1beta1.NodeStateUpgradePaused, Reason: v1beta1.ReasonAborted, Message: abortingMessage}
 		}
 		if n.PlanPaused {
 			return Decision{State: v1beta1.NodeStateUpgradePaused, Reason: v1beta1.ReasonAdministrativelyPaused, Message: planPausedMessage}

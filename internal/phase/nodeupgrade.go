@@ -279,7 +279,7 @@ func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs
 			done++
 		case st == v1beta1.NodeStateUpgradePaused && s.Plan.HoldsNode(n.Name):
 			paused = append(paused, n.Name)
-		case nodestate.InDrainSlot(st) || st == v1beta1.NodeStateSingleNodeUpgrading:
+		case nodestate.UnderWay(st):
 			active = fmt.Sprintf("upgrading node %s (%s)", n.Name, st)
 			if j := obs.jobs[activeJobType[st]][n.Name]; j != nil {
 				if why := s.unscheduled(ctx, j); why != "" {
@@ -305,7 +305,11 @@ func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs
 	if len(excluded) > 0 {
 		parts[0] += fmt.Sprintf(", %d excluded (%s)", len(excluded), list(excluded))
 	}
-	if s.Plan.IsPaused() {
+	if s.Plan.AbortRequested() {
+		// The plan ends Aborted as soon as no node is under way
+		// (pipeline.CanAbortNow).
+		parts = append(parts, "aborting (spec.abort): no other node starts, the plan ends Aborted once the node under way is back")
+	} else if s.Plan.IsPaused() {
 		if active == "" && len(restoring) == 0 && len(obs.postDrainPending) == 0 {
 			return Hold("paused (spec.paused) during NodeUpgrade: %s, no node under way; set spec.paused to false to resume", parts[0])
 		}
@@ -317,7 +321,7 @@ func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs
 	if held != "" {
 		parts = append(parts, held)
 	}
-	if len(paused) > 0 && !s.Plan.IsPaused() {
+	if len(paused) > 0 && !s.Plan.IsPaused() && !s.Plan.AbortRequested() {
 		parts = append(parts, "node upgrade paused: "+list(paused))
 	}
 	if done == len(nodes) && len(obs.postDrainPending) > 0 {

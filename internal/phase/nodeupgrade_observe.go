@@ -94,6 +94,7 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 			State:             st.State,
 			Paused:            s.Plan.IsNodePaused(n.Name),
 			PlanPaused:        s.Plan.IsPaused(),
+			Aborting:          s.Plan.AbortRequested(),
 			Excluded:          s.Plan.IsNodeExcluded(n.Name),
 			PreDrain:          jobOf(preDrains[n.Name]),
 			PostDrain:         jobOf(postDrains[n.Name]),

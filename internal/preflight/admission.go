@@ -139,6 +139,7 @@ const (
 	ReasonAddonsSettled            Reason = "AddonsSettled"
 	ReasonPauseNodesManaged        Reason = "PauseNodesManaged"
 	ReasonRetry                    Reason = "Retry"
+	ReasonAbort                    Reason = "Abort"
 	ReasonChangeWhileRunning       Reason = "ChangeWhileRunning"
 	ReasonDeletion                 Reason = "Deletion"
 )
@@ -176,6 +177,7 @@ func AdmitCreate(p *v1beta1.UpgradePlan, facts *AdmissionFacts) AdmissionResult 
 	r := judged(ReasonPlanName, "the name can prefix the names of the upgrade's objects", admitName(p))
 	r.add(judged(ReasonAnnotations, "the annotations are valid", admitAnnotations(nil, p.Annotations)))
 	r.add(judged(ReasonForce, "the eligibility check is not skipped", admissionForceWarning(nil, p)))
+	r.add(judged(ReasonAbort, "no abort asked for, or one the plan can honour", admitAbort(nil, p)))
 	if AdmissionChecksSkipped(p) || facts == nil {
 		return r
 	}
