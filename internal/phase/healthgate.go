@@ -64,7 +64,13 @@ func healthGate(ctx context.Context, s *Scope, nodes []corev1.Node, jobs map[str
 	}
 	slices.Sort(unhealthy)
 	if len(unhealthy) > 0 {
-		why = append(why, fmt.Sprintf("Longhorn volume %s not healthy: replicas missing or rebuilding (kubectl get volumes.longhorn.io -n %s)", list(unhealthy), cluster.LonghornNamespace))
+		msg := fmt.Sprintf("Longhorn volume %s not healthy: replicas missing or rebuilding (kubectl get volumes.longhorn.io -n %s)", list(unhealthy), cluster.LonghornNamespace)
+		if excluded := s.Plan.ExcludedNodes(); len(excluded) > 0 {
+			msg += fmt.Sprintf("; node %s, excluded from the upgrade, is down: the volumes with a replica on it stay degraded until it is back "+
+				"or Longhorn rebuilds the replica on another node. To drain the next node anyway, set spec.nodeUpgradeOption.healthGate to Relaxed, "+
+				"knowing that each such volume then runs on one replica fewer during the drain", list(excluded))
+		}
+		why = append(why, msg)
 	}
 	var restoring []string
 	for node, j := range jobs {

@@ -22,12 +22,15 @@ import (
 // for its reboot, the operator lists it in excludeNodes: it is recorded
 // Excluded, Rancher's post-drain hook of it is answered, and the upgrade
 // goes on with the last node (Rancher moves on, the breaker no longer
-// counts the lost node), skips it in the image cleanup and the final
-// checks, and ends Succeeded with the NodesExcluded condition naming it.
+// counts the lost node; the health gate names the volumes the lost node
+// leaves degraded and how to go on, which the operator takes: Relaxed),
+// skips it in the image cleanup and the final checks, and ends Succeeded
+// with the NodesExcluded condition naming it.
 func TestLostNodeExcluded(t *testing.T) {
 	var order []string
 	var plan string
 	var down, excludedAt time.Time
+	relaxed := false
 	scenario{sim: sim.Config{Nodes: 3, Timing: halfDemoTiming()}, want: v1beta1.PhaseSucceeded,
 		beforePlan: func(t *testing.T, ctx context.Context, run *simrun.Run) {
 			order = rolloutOrder(t, ctx, run)
@@ -36,6 +39,16 @@ func TestLostNodeExcluded(t *testing.T) {
 		during: func(t *testing.T, ctx context.Context, run *simrun.Run, p *v1beta1.UpgradePlan) {
 			plan = p.Name
 			lost := order[1]
+			if st := p.Status.NodeUpgradeStatuses[order[2]]; !relaxed && strings.Contains(st.Message, "excluded from the upgrade, is down") {
+				// The operator reads why the gate holds the last node and
+				// accepts the named risk.
+				relaxed = true
+				t.Logf("%s held: %s", order[2], st.Message)
+				patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"nodeUpgradeOption":{"healthGate":"Relaxed"}}}`))
+				if err := run.Client.Patch(ctx, p.DeepCopy(), patch); err != nil {
+					t.Fatalf("relaxing the health gate: %v", err)
+				}
+			}
 			if p.Status.NodeUpgradeStatuses[lost].State != v1beta1.NodeStateWaitingReboot || !down.IsZero() {
 				if st := p.Status.NodeUpgradeStatuses[lost]; st.State == v1beta1.NodeStateExcluded && excludedAt.IsZero() {
 					excludedAt = time.Now()
