@@ -126,17 +126,10 @@ var rebuildingChanged = predicate.Funcs{
 
 // rebuilding names the replicas an engine rebuilds.
 func rebuilding(obj client.Object) map[string]bool {
-	e, ok := obj.(*longhornv1beta2.Engine)
-	if !ok {
-		return nil
+	if e, ok := obj.(*longhornv1beta2.Engine); ok {
+		return cluster.RebuildingReplicas(e)
 	}
-	out := map[string]bool{}
-	for name, mode := range e.Status.ReplicaModeMap {
-		if mode == cluster.LonghornReplicaWO {
-			out[name] = true
-		}
-	}
-	return out
+	return nil
 }
 
 // podCreated: a new pod asks for no pass. Its Job's status counts it, and
