@@ -118,6 +118,9 @@ func showStatus(ctx context.Context, cmd *cobra.Command, c client.Reader, logs s
 			if s.Failure != nil {
 				return &exitError{code: 1, err: errors.New("the upgrade failed")}
 			}
+			if s.Aborted != "" {
+				return &exitError{code: 1, err: errors.New("the upgrade was aborted")}
+			}
 			return nil
 		}
 		select {

@@ -47,12 +47,13 @@ func (ImageCleanup) Run(ctx context.Context, s *Scope) (Result, error) {
 			return Done(), nil
 		}
 	}
-	if err := ensureNodePlan(ctx, s, planName, v1beta1.ComponentImageCleanup, images.AfterImport, 1,
-		jobspec.NodeCommand(jobspec.ImageCleanup)); err != nil {
-		return Result{}, err
-	}
 	nodes, err := s.Kept.ManagedNodes(ctx, s.Client)
 	if err != nil {
+		return Result{}, err
+	}
+	nodes, skip := s.withoutExcluded(nodes)
+	if err := ensureNodePlan(ctx, s, planName, v1beta1.ComponentImageCleanup, images.AfterImport, 1,
+		jobspec.NodeCommand(jobspec.ImageCleanup), skip); err != nil {
 		return Result{}, err
 	}
 	r, err := trackNodePlan(ctx, s, nodes, nodePlanStates{
@@ -67,6 +68,25 @@ func (ImageCleanup) Run(ctx context.Context, s *Scope) (Result, error) {
 		r.Failure = "every node runs the new release, but " + r.Failure + "\nremove the old images by hand with `crictl rmi`"
 	}
 	return r, err
+}
+
+// withoutExcluded returns the nodes not excluded from the upgrade, and the
+// hostname labels of those that are: they are down, and nothing more is
+// done on them.
+func (s *Scope) withoutExcluded(nodes []corev1.Node) (kept []corev1.Node, excluded []string) {
+	for i := range nodes {
+		n := &nodes[i]
+		if s.nodeState(n.Name) != v1beta1.NodeStateExcluded {
+			kept = append(kept, *n)
+			continue
+		}
+		host := n.Labels[corev1.LabelHostname]
+		if host == "" {
+			host = n.Name
+		}
+		excluded = append(excluded, host)
+	}
+	return kept, excluded
 }
 
 // staleImages returns the previous release's images the new one does not

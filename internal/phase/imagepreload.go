@@ -70,7 +70,7 @@ func (ImagePreload) Run(ctx context.Context, s *Scope) (Result, error) {
 	}
 	// The preload runs before its node has the new release's images.
 	if err := ensureNodePlan(ctx, s, names.ImagePreloadPlan(s.Plan.Name), v1beta1.ComponentImagePreload, images.BeforeImport,
-		int64(concurrency), jobspec.NodeCommand(jobspec.Prepare)); err != nil {
+		int64(concurrency), jobspec.NodeCommand(jobspec.Prepare), nil); err != nil {
 		return Result{}, err
 	}
 	return trackNodePlan(ctx, s, nodes, nodePlanStates{
@@ -86,12 +86,15 @@ func (ImagePreload) Run(ctx context.Context, s *Scope) (Result, error) {
 // ensureNodePlan creates the system-upgrade-controller Plan that runs a
 // command on every managed node with the toolkit image of a stage, or brings
 // an existing one back to what the plan wants (e.g. a changed concurrency).
-func ensureNodePlan(ctx context.Context, s *Scope, name, component string, stage images.Stage, concurrency int64, command []string) error {
+// The nodes excluded from the upgrade (skip, their hostname labels) are
+// left out: they are down.
+func ensureNodePlan(ctx context.Context, s *Scope, name, component string, stage images.Stage, concurrency int64, command, skip []string) error {
 	repo, tag := images.Split(s.Config.Toolkit(s.Plan).Image(stage))
 	want := cluster.NewSUCPlan(cluster.CattleNamespace, name, cluster.SUCPlanSpec{
 		Concurrency:        concurrency,
 		DeadlineSeconds:    nodePlanDeadline,
 		NodeSelector:       map[string]string{cluster.LabelManagedNode: "true"},
+		SkipHostnames:      skip,
 		ServiceAccountName: s.Config.PlanServiceAccount,
 		Image:              repo,
 		Version:            tag,
