@@ -381,9 +381,13 @@ func (s *Sim) migrationBackoff(ctx context.Context, m *kubevirtv1.VirtualMachine
 		}
 		if backoff == 0 {
 			backoff = base
-			lastFailed = phaseEntered(o, migrationFailed)
 		} else {
 			backoff *= 2
+		}
+		// The latest failure, not the last in creation order: two
+		// migrations created within the same second sort either way.
+		if at := phaseEntered(o, migrationFailed); at.After(lastFailed) {
+			lastFailed = at
 		}
 	}
 	if backoff == 0 {
