@@ -51,6 +51,7 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 	if cfg.Kubelet == nil {
 		cfg.Kubelet = preflight.ProxyKubelet{Kube: kube}
 	}
+	ledgers := &vmledger.Cache{}
 	r := &PlanReconciler{
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),
@@ -62,7 +63,7 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 		PlanProgress: &cluster.PlanProgressReader{Reader: mgr.GetAPIReader()},
 		Plans:        plans,
 		Kept:         kept.New(),
-		Ledgers:      &vmledger.Cache{},
+		Ledgers:      ledgers,
 	}
 	byPlanLabel := handler.EnqueueRequestsFromMapFunc(planOfLabel)
 	if err := ctrl.NewControllerManagedBy(mgr).
@@ -98,7 +99,7 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 		Complete(r); err != nil {
 		return err
 	}
-	if err := SetupLedger(mgr, cfg, clk); err != nil {
+	if err := SetupLedger(mgr, cfg, clk, ledgers); err != nil {
 		return err
 	}
 	return SetupDrainHook(mgr)

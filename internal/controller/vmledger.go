@@ -62,13 +62,15 @@ type LedgerReconciler struct {
 	Ledgers *vmledger.Cache
 }
 
-// SetupLedger registers the ledger's keeper with a manager.
-func SetupLedger(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock) error {
+// SetupLedger registers the ledger's keeper with a manager; ledgers is the
+// cache it shares with the plan reconciler, so that each version of a
+// ledger's ConfigMap is parsed once.
+func SetupLedger(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, ledgers *vmledger.Cache) error {
 	r := &LedgerReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clock: clk, Config: cfg,
 		Recorder: mgr.GetEventRecorderFor(LedgerControllerName + "-controller"),
 		Power:    helper.RunStrategyPower{Client: mgr.GetClient()},
-		Ledgers:  &vmledger.Cache{},
+		Ledgers:  ledgers,
 	}
 	toPlans := handler.EnqueueRequestsFromMapFunc(r.observingPlans)
 	return ctrl.NewControllerManagedBy(mgr).
