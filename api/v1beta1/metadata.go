@@ -95,7 +95,11 @@ const (
 	EventConcurrentUpgradeBlocked = "ConcurrentUpgradeBlocked"
 	EventImagePreloadSkipped      = "ImagePreloadSkipped"
 	EventImageCleanupSkipped      = "ImageCleanupSkipped"
-	EventNodeRebootVerified       = "NodeRebootVerified"
+	// EventImageCleanupFailed: removing the previous release's images
+	// from an upgraded node failed while other nodes still upgrade; the
+	// phase ImageCleanup fails on it, and a retry runs it again.
+	EventImageCleanupFailed = "ImageCleanupFailed"
+	EventNodeRebootVerified = "NodeRebootVerified"
 	// EventNodeExcluded: a node lost while it waited for its reboot was
 	// excluded from the upgrade (spec.nodeUpgradeOption.excludeNodes).
 	EventNodeExcluded              = "NodeExcluded"

@@ -101,6 +101,26 @@ func (p *UpgradePlan) PreloadConcurrency() int {
 	return *p.Spec.ImagePreloadOption.Concurrency
 }
 
+// CleanupConcurrency returns spec.imageCleanupOption.concurrency,
+// DefaultImageCleanupConcurrency when unset (or, from an object older than
+// the field's validation, not positive).
+func (p *UpgradePlan) CleanupConcurrency() int {
+	if o := p.Spec.ImageCleanupOption; o != nil && o.Concurrency != nil && *o.Concurrency > 0 {
+		return *o.Concurrency
+	}
+	return DefaultImageCleanupConcurrency
+}
+
+// Check returns the recorded check of that name (status.checks), or nil.
+func (p *UpgradePlan) Check(name string) *Check {
+	for i := range p.Status.Checks {
+		if p.Status.Checks[i].Name == name {
+			return &p.Status.Checks[i]
+		}
+	}
+	return nil
+}
+
 // Condition returns the condition of the given type, or nil.
 func (p *UpgradePlan) Condition(conditionType string) *metav1.Condition {
 	return meta.FindStatusCondition(p.Status.Conditions, conditionType)

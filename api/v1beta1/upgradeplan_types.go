@@ -65,6 +65,11 @@ type UpgradePlanSpec struct {
 	// +optional
 	NodeUpgradeOption *NodeUpgradeOption `json:"nodeUpgradeOption,omitempty"`
 
+	// ImageCleanupOption controls how the previous release's container
+	// images are removed from the nodes.
+	// +optional
+	ImageCleanupOption *ImageCleanupOption `json:"imageCleanupOption,omitempty"`
+
 	// Paused holds the upgrade at its next safe point, and setting it back to
 	// false resumes it where it stopped. A phase that has started finishes
 	// (its Jobs are never interrupted) and the next one does not start;
@@ -162,6 +167,27 @@ type ImagePreloadOption struct {
 	// +optional
 	Concurrency *int `json:"concurrency,omitempty"`
 }
+
+// ImageCleanupOption controls the image cleanup. A node's previous images
+// are removed as soon as its upgrade is verified (it rebooted into the new
+// OS), while the other nodes still upgrade; the ImageCleanup phase only
+// waits for the last ones. A node in the drain slot is never cleaned.
+type ImageCleanupOption struct {
+	// Concurrency is how many nodes remove images at the same time. Unset
+	// means DefaultImageCleanupConcurrency (2): removing images is disk I/O
+	// on nodes that carry VMs again, so it is bounded; two keep up with the
+	// node upgrades even when a cleanup takes twice as long as a node's
+	// drain, OS upgrade and reboot, and one slow or hung cleanup does not
+	// hold up the others'.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	Concurrency *int `json:"concurrency,omitempty"`
+}
+
+// DefaultImageCleanupConcurrency is spec.imageCleanupOption.concurrency
+// when unset (see ImageCleanupOption).
+const DefaultImageCleanupConcurrency = 2
 
 // NodeUpgradeOption controls the node upgrade phase.
 type NodeUpgradeOption struct {

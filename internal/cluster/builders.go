@@ -118,7 +118,10 @@ type SUCPlanSpec struct {
 	NodeSelector    map[string]string
 	// SkipHostnames are nodes (their kubernetes.io/hostname labels) the
 	// selector leaves out.
-	SkipHostnames      []string
+	SkipHostnames []string
+	// OnlyHostnames, when set, are the only nodes (their
+	// kubernetes.io/hostname labels) the selector takes.
+	OnlyHostnames      []string
 	ServiceAccountName string
 	Image              string
 	Command            []string
@@ -130,7 +133,10 @@ type SUCPlanSpec struct {
 func sucNodeSelector(s SUCPlanSpec) *metav1.LabelSelector {
 	sel := &metav1.LabelSelector{MatchLabels: s.NodeSelector}
 	if len(s.SkipHostnames) > 0 {
-		sel.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: corev1.LabelHostname, Operator: metav1.LabelSelectorOpNotIn, Values: s.SkipHostnames}}
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{Key: corev1.LabelHostname, Operator: metav1.LabelSelectorOpNotIn, Values: s.SkipHostnames})
+	}
+	if len(s.OnlyHostnames) > 0 {
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{Key: corev1.LabelHostname, Operator: metav1.LabelSelectorOpIn, Values: s.OnlyHostnames})
 	}
 	return sel
 }

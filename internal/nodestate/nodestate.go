@@ -412,7 +412,9 @@ func jobStep(state v1beta1.NodeUpgradeState, j Job, jobType string, done, failed
 // Upgraded reports whether a node finished its NodeUpgrade work.
 func Upgraded(s v1beta1.NodeUpgradeState) bool {
 	t, _ := s.Tier()
-	return t >= 7 && !s.IsFailure() && s != v1beta1.NodeStateExcluded
+	// A node whose image cleanup failed is upgraded all the same: the
+	// cleanup runs as soon as a node is, while others still upgrade.
+	return t >= 7 && (!s.IsFailure() || s == v1beta1.NodeStateImageCleanFailed) && s != v1beta1.NodeStateExcluded
 }
 
 // Finished reports whether the node upgrade has nothing left to do for a
@@ -430,7 +432,14 @@ func Finished(s v1beta1.NodeUpgradeState) bool {
 // or a node asked to drain again after its upgrade, is never drained without
 // its VMs being taken care of first.
 func Acknowledged(s v1beta1.NodeUpgradeState) (preDrain, postDrain bool) {
-	return s == v1beta1.NodeStatePreDrained, s == v1beta1.NodeStatePostDrained || s == v1beta1.NodeStateExcluded
+	// A node being cleaned is back with the new OS too: its image cleanup
+	// may begin before Rancher has seen the acknowledgement.
+	return s == v1beta1.NodeStatePreDrained, s == v1beta1.NodeStatePostDrained || s == v1beta1.NodeStateExcluded || cleaning(s)
+}
+
+// cleaning reports whether a node is in a state of its image cleanup.
+func cleaning(s v1beta1.NodeUpgradeState) bool {
+	return s == v1beta1.NodeStateImageCleaning || s == v1beta1.NodeStateImageCleaned || s == v1beta1.NodeStateImageCleanFailed
 }
 
 // RetryState returns the state a node in a failure state goes back to when

@@ -222,7 +222,10 @@ func TestUpgradedNodesStay(t *testing.T) {
 func TestAcknowledged(t *testing.T) {
 	for _, s := range append(v1beta1.AllNodeStates(), "") {
 		pre, post := Acknowledged(s)
-		if pre != (s == preDrained) || post != (s == postDrained || s == v1beta1.NodeStateExcluded) {
+		// A node's image cleanup begins as soon as it is back, before
+		// Rancher may have seen the acknowledgement.
+		backOrCleaning := s == postDrained || s == v1beta1.NodeStateImageCleaning || s == v1beta1.NodeStateImageCleaned || s == v1beta1.NodeStateImageCleanFailed
+		if pre != (s == preDrained) || post != (backOrCleaning || s == v1beta1.NodeStateExcluded) {
 			t.Errorf("Acknowledged(%q) = %v, %v", s, pre, post)
 		}
 	}

@@ -62,6 +62,9 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 		return r, err
 	}
 
+	// The nodes whose upgrade was recorded before this pass: the cleanup
+	// takes a node only once its verified upgrade is in the status.
+	recorded := upgradedNodes(s, nodes)
 	obs, err := observeNodes(ctx, s, nodes, singleNode)
 	if err != nil {
 		return Result{}, err
@@ -94,6 +97,9 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 	}
 	restoring, err := restoreVMs(ctx, s, nodes, obs, ledger)
 	if err != nil {
+		return Result{}, err
+	}
+	if err := cleanEarly(ctx, s, recorded); err != nil {
 		return Result{}, err
 	}
 	r := nodeUpgradeProgress(ctx, s, nodes, obs, restoring)
@@ -158,7 +164,7 @@ func (s *Scope) stepNode(ctx context.Context, n *nodestate.Node, d nodestate.Dec
 		// Once per blocker: the node's message keeps it while it blocks.
 		s.Event(corev1.EventTypeWarning, v1beta1.EventDrainBlocked, "%s", n.DrainBlocked)
 	}
-	if d.State.IsFailure() && failure == "" && !failed {
+	if d.State.IsFailure() && !nodestate.Upgraded(d.State) && failure == "" && !failed {
 		failure = s.nodeFailure(ctx, n.Name, d, obs, before)
 	}
 	return failure, nil
@@ -266,8 +272,8 @@ func (s *Scope) nodeFailure(ctx context.Context, node string, d nodestate.Decisi
 // nodeUpgradeProgress says whether the phase is done and, if not, what it
 // waits for.
 func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs *observation, restoring []string) Result {
-	var paused, todo, excluded []string
-	active, held, unscheduled, done := "", "", false, 0
+	var paused, todo, excluded, cleanFailed, cleaning []string
+	active, held, unscheduled, done, cleaned := "", "", false, 0, 0
 	for i := range nodes {
 		n := &nodes[i]
 		st := s.nodeState(n.Name)
@@ -277,6 +283,14 @@ func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs
 			done++
 		case nodestate.Upgraded(st):
 			done++
+			switch st {
+			case v1beta1.NodeStateImageCleaning:
+				cleaning = append(cleaning, n.Name)
+			case v1beta1.NodeStateImageCleaned:
+				cleaned++
+			case v1beta1.NodeStateImageCleanFailed:
+				cleanFailed = append(cleanFailed, n.Name)
+			}
 		case st == v1beta1.NodeStateUpgradePaused && s.Plan.HoldsNode(n.Name):
 			paused = append(paused, n.Name)
 		case nodestate.UnderWay(st):
@@ -310,10 +324,13 @@ func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs
 		// (pipeline.CanAbortNow).
 		parts = append(parts, "aborting (spec.abort): no other node starts, the plan ends Aborted once the node under way is back")
 	} else if s.Plan.IsPaused() {
-		if active == "" && len(restoring) == 0 && len(obs.postDrainPending) == 0 {
+		if active == "" && len(restoring) == 0 && len(obs.postDrainPending) == 0 && len(cleaning) == 0 {
 			return Hold("paused (spec.paused) during NodeUpgrade: %s, no node under way; set spec.paused to false to resume", parts[0])
 		}
 		parts = append(parts, "pausing (spec.paused): no other node starts once the one under way is done")
+		if len(cleaning) > 0 {
+			parts = append(parts, "no other image cleanup starts once the one under way on "+list(cleaning)+" is done")
+		}
 	}
 	if active != "" {
 		parts = append(parts, active)
@@ -331,6 +348,12 @@ func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs
 	}
 	if len(restoring) > 0 {
 		parts = append(parts, "restoring VMs on "+list(restoring))
+	}
+	if cleaned > 0 {
+		parts = append(parts, fmt.Sprintf("old images removed from %d upgraded nodes", cleaned))
+	}
+	if len(cleanFailed) > 0 {
+		parts = append(parts, "removing old images failed on "+list(cleanFailed)+" (see the node's message; ImageCleanup fails on it, and a retry runs it again)")
 	}
 	r := Wait("%s", strings.Join(parts, "; "))
 	if !obs.nextDeadline.IsZero() {
