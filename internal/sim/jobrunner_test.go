@@ -236,7 +236,7 @@ func TestNodeUpgradeJobs(t *testing.T) {
 		if !cluster.NodeReady(n) {
 			sawDown = true
 		}
-		return cluster.NodeReady(n) && n.Status.NodeInfo.OSImage == "Harvester v1.8.0" && n.Annotations[annotationReboot] == "", n.Status.NodeInfo.OSImage
+		return cluster.NodeReady(n) && n.Status.NodeInfo.OSImage == "Harvester v1.8.0" && n.Annotations[AnnotationReboot] == "", n.Status.NodeInfo.OSImage
 	})
 	if !sawDown {
 		t.Error("node-1 never went NotReady while rebooting")

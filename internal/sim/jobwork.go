@@ -172,7 +172,9 @@ type reboot struct {
 	Since *metav1.Time `json:"since,omitempty"`
 }
 
-const annotationReboot = "sim.upgrade-toolkit.harvesterhci.io/reboot"
+// AnnotationReboot is on a node from the moment a Job asks it to reboot
+// until it is back: the world's reboot, as the benchmark times it.
+const AnnotationReboot = "sim.upgrade-toolkit.harvesterhci.io/reboot"
 
 // ScheduleReboot makes the node reboot into osImage with kubelet version
 // kubelet once the Job completes, like the reboot unit the node jobs install.
@@ -185,13 +187,13 @@ func (s *Sim) ScheduleReboot(ctx context.Context, node string, job types.Namespa
 	}
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
 	return s.mutate(ctx, n, false, func() bool {
-		if n.Annotations[annotationReboot] != "" {
+		if n.Annotations[AnnotationReboot] != "" {
 			return false
 		}
 		if n.Annotations == nil {
 			n.Annotations = map[string]string{}
 		}
-		n.Annotations[annotationReboot] = string(b)
+		n.Annotations[AnnotationReboot] = string(b)
 		return true
 	})
 }

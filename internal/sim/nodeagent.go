@@ -61,10 +61,10 @@ func (s *Sim) reconcileNodeAgent(ctx context.Context, req reconcile.Request) (re
 	if err := s.c.Get(ctx, req.NamespacedName, node); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if since, down := node.Annotations[annotationOutage]; down && node.Annotations[annotationReboot] == "" {
+	if since, down := node.Annotations[annotationOutage]; down && node.Annotations[AnnotationReboot] == "" {
 		return s.endOutage(ctx, node, since)
 	}
-	if node.Annotations[annotationReboot] == "" {
+	if node.Annotations[AnnotationReboot] == "" {
 		return reconcile.Result{}, nil
 	}
 	// A reboot is under way: what the node did last must be read from the
@@ -73,7 +73,7 @@ func (s *Sim) reconcileNodeAgent(ctx context.Context, req reconcile.Request) (re
 	if err := s.reader.Get(ctx, req.NamespacedName, node); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	raw := node.Annotations[annotationReboot]
+	raw := node.Annotations[AnnotationReboot]
 	if raw == "" {
 		return reconcile.Result{}, nil
 	}
@@ -170,12 +170,12 @@ func (s *Sim) setReboot(ctx context.Context, node string, r *reboot) error {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
 	err := s.mutate(ctx, n, false, func() bool {
 		if r == nil {
-			_, had := n.Annotations[annotationReboot]
-			delete(n.Annotations, annotationReboot)
+			_, had := n.Annotations[AnnotationReboot]
+			delete(n.Annotations, AnnotationReboot)
 			return had
 		}
 		b, _ := json.Marshal(r)
-		n.Annotations[annotationReboot] = string(b)
+		n.Annotations[AnnotationReboot] = string(b)
 		return true
 	})
 	return client.IgnoreNotFound(err)

@@ -35,7 +35,6 @@ import (
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/apicount"
 	"github.com/harvester/upgrade-toolkit/internal/metrics"
-	"github.com/harvester/upgrade-toolkit/internal/nodestate"
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
 	"github.com/harvester/upgrade-toolkit/internal/sim"
 	"github.com/harvester/upgrade-toolkit/internal/simrun"
@@ -127,6 +126,11 @@ func BenchmarkUpgrade(b *testing.B) {
 				b.ReportMetric(float64(r.memory.rssFile)/(1<<20), "rss-file-MiB")
 				b.ReportMetric(float64(r.memory.heap)/(1<<20), "heap-MiB")
 				b.ReportMetric(r.tail.Seconds(), "tail-s")
+				for step, f := range r.floors {
+					if d := r.phases[step]; f > 0 && d > 0 {
+						b.ReportMetric(d.Seconds()/f.Seconds(), step+"-x-floor")
+					}
+				}
 				// The whole breakdown; b.Log would cut it short.
 				fmt.Println(r.String())
 			}
@@ -162,6 +166,8 @@ type result struct {
 	// Succeeded: what the operator's window waits for once nothing is
 	// at risk any more.
 	tail time.Duration
+	// floors are the world's floor of each phase (floor_test.go).
+	floors map[string]time.Duration
 }
 
 // total is the number of API requests.
@@ -187,6 +193,7 @@ func (r *result) String() string {
 		fmt.Fprintf(&b, "  reconciles %-12s %d\n", c, r.reconciles[c])
 	}
 	b.WriteString(phaseTimes(r.phases))
+	b.WriteString(floorTimes(r.phases, r.floors))
 	b.WriteString(r.churn)
 	var keys []string
 	for k := range r.requests {
@@ -238,6 +245,10 @@ func upgrade(b *testing.B, u upgradeRun) *result {
 	if err != nil {
 		b.Fatal(err)
 	}
+	world, err := watchWorld(ctx, env.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
 	run := &simrun.Run{Env: env, Sim: s, Client: env.Client}
 	start := time.Now()
 	plan, err := run.CreatePlan(ctx, v1beta1.UpgradePlanSpec{}, u.annotations)
@@ -254,8 +265,7 @@ func upgrade(b *testing.B, u upgradeRun) *result {
 		case <-waitCtx.Done():
 		}
 	}()
-	var tail tailWatch
-	final, err := run.WaitFinished(waitCtx, plan.Name, func(p *v1beta1.UpgradePlan) { tail.see(p, nodes) })
+	final, err := run.WaitFinished(waitCtx, plan.Name, func(p *v1beta1.UpgradePlan) { world.see(p, nodes) })
 	select {
 	case <-mgr.gone:
 		b.Fatalf("the manager ended before the plan did (%v): %v", mgr.exit, err)
@@ -274,7 +284,7 @@ func upgrade(b *testing.B, u upgradeRun) *result {
 	after := mgr.scrape(b)
 	r := &result{nodes: nodes, wall: wall, reconciles: after.reconciles, requests: after.requests, bytes: before.bytes, reconcileTime: after.reconcileTime, cpu: before.cpu,
 		writes: after.writes(), quietWrites: after.writes() - before.writes(), quiet: map[string]int{}, phases: after.phases,
-		nodeUpdates: churn.total(), churn: churn.String(), tail: tail.succeeded.Sub(tail.lastUpgraded)}
+		nodeUpdates: churn.total(), churn: churn.String(), tail: world.tail(), floors: world.floors()}
 	for _, v := range before.bytes {
 		r.sent += v.Sent
 		r.received += v.Received
@@ -286,27 +296,6 @@ func upgrade(b *testing.B, u upgradeRun) *result {
 	}
 	r.memory = mgr.peaks()
 	return r
-}
-
-// tailWatch sees the plan's states as the upgrade goes: when its last
-// node's upgrade was verified (every node upgraded or excluded) and when it
-// reached Succeeded.
-type tailWatch struct{ lastUpgraded, succeeded time.Time }
-
-func (w *tailWatch) see(p *v1beta1.UpgradePlan, nodes int) {
-	now := time.Now()
-	if w.succeeded.IsZero() && p.Status.CurrentPhase == v1beta1.PhaseSucceeded {
-		w.succeeded = now
-	}
-	if !w.lastUpgraded.IsZero() || len(p.Status.NodeUpgradeStatuses) < nodes {
-		return
-	}
-	for _, st := range p.Status.NodeUpgradeStatuses {
-		if !nodestate.Finished(st.State) {
-			return
-		}
-	}
-	w.lastUpgraded = now
 }
 
 // manager is the toolkit's manager running as a process.

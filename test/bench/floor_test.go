@@ -1,0 +1,267 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/nodestate"
+	"github.com/harvester/upgrade-toolkit/internal/pipeline"
+	"github.com/harvester/upgrade-toolkit/internal/sim"
+)
+
+// The world's floor: what a phase cannot take less than in the world it
+// runs in. A phase's critical path is its Jobs, from their creation to
+// their end (the real Job controller, scheduler and kwok, and the
+// simulated work), and, in NodeUpgrade, the nodes' reboots; the floor of a
+// phase is the time within it during which one of them was under way, as a
+// watch of the world sees them. What a phase takes beyond its floor is the
+// toolkit's own time (and the latency of the watches). The image cleanup
+// that runs during NodeUpgrade is not on its path: it counts for
+// ImageCleanup only, within that phase.
+
+// span is an interval of the world's work; end is zero while it lasts.
+type span struct{ start, end time.Time }
+
+// timeline records the world's work by the step whose critical path it is
+// on, and when the plan entered each step, as the watches see them.
+type timeline struct {
+	mu      sync.Mutex
+	jobs    map[string]*stepSpan // by namespace/name
+	reboots map[string]*span     // the reboot under way, by node
+	done    []stepSpan           // reboots that ended
+	entered map[string]time.Time // by step
+	// lastUpgraded and succeeded: when the plan's last node was recorded
+	// upgraded, and when the plan reached Succeeded.
+	lastUpgraded, succeeded time.Time
+}
+
+type stepSpan struct {
+	step string
+	span
+}
+
+// jobSteps names the step whose critical path a Job of a component is on.
+var jobSteps = map[string]string{
+	v1beta1.ComponentImagePreload:   v1beta1.StepImagePreload,
+	v1beta1.ComponentClusterUpgrade: v1beta1.StepClusterUpgrade,
+	v1beta1.ComponentNodeUpgrade:    v1beta1.StepNodeUpgrade,
+	v1beta1.ComponentImageCleanup:   v1beta1.StepImageCleanup,
+}
+
+// watchWorld starts the watches of the plan's Jobs and of the nodes'
+// reboots; the plan's states come through see.
+func watchWorld(ctx context.Context, cfg *rest.Config) (*timeline, error) {
+	t := &timeline{jobs: map[string]*stepSpan{}, reboots: map[string]*span{}, entered: map[string]time.Time{}}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	jobs := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = v1beta1.LabelUpgradePlan
+	})).Batch().V1().Jobs().Informer()
+	onJob := func(o any) {
+		if j, ok := o.(*batchv1.Job); ok {
+			t.job(j)
+		}
+	}
+	if _, err := jobs.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onJob, UpdateFunc: func(_, o any) { onJob(o) }}); err != nil {
+		return nil, err
+	}
+	nodes := metadatainformer.NewFilteredMetadataInformer(metadata.NewForConfigOrDie(cfg),
+		schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, "", 0, cache.Indexers{}, nil).Informer()
+	onNode := func(o any) {
+		if n, ok := o.(*metav1.PartialObjectMetadata); ok {
+			t.node(n.Name, n.Annotations[sim.AnnotationReboot] != "")
+		}
+	}
+	if _, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onNode, UpdateFunc: func(_, o any) { onNode(o) }}); err != nil {
+		return nil, err
+	}
+	go jobs.RunWithContext(ctx)
+	go nodes.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), jobs.HasSynced, nodes.HasSynced) {
+		return nil, fmt.Errorf("listing Jobs and Nodes to time the world: %w", ctx.Err())
+	}
+	return t, nil
+}
+
+func (t *timeline) job(j *batchv1.Job) {
+	step := jobSteps[j.Labels[v1beta1.LabelUpgradeComponent]]
+	if step == "" {
+		return
+	}
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	key := j.Namespace + "/" + j.Name + "/" + string(j.UID)
+	s := t.jobs[key]
+	if s == nil {
+		s = &stepSpan{step: step, span: span{start: now}}
+		t.jobs[key] = s
+	}
+	if s.end.IsZero() && slices.ContainsFunc(j.Status.Conditions, func(c batchv1.JobCondition) bool {
+		return (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue
+	}) {
+		s.end = now
+	}
+}
+
+func (t *timeline) node(name string, rebooting bool) {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	open := t.reboots[name]
+	switch {
+	case rebooting && open == nil:
+		t.reboots[name] = &span{start: now}
+	case !rebooting && open != nil:
+		open.end = now
+		t.done = append(t.done, stepSpan{step: v1beta1.StepNodeUpgrade, span: *open})
+		delete(t.reboots, name)
+	}
+}
+
+// see records one state of the plan: the step it is in, and whether its
+// last node is upgraded.
+func (t *timeline) see(p *v1beta1.UpgradePlan, nodes int) {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p.Status.CurrentPhase == v1beta1.PhaseSucceeded && t.succeeded.IsZero() {
+		t.succeeded = now
+	}
+	if st, ok := pipeline.StepOf(p.Status.CurrentPhase); ok {
+		if _, seen := t.entered[st.Name]; !seen {
+			t.entered[st.Name] = now
+		}
+	}
+	if !t.lastUpgraded.IsZero() || len(p.Status.NodeUpgradeStatuses) < nodes {
+		return
+	}
+	for _, st := range p.Status.NodeUpgradeStatuses {
+		if !nodestate.Finished(st.State) {
+			return
+		}
+	}
+	t.lastUpgraded = now
+}
+
+// tail is the time from the last node recorded upgraded to Succeeded.
+func (t *timeline) tail() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.succeeded.Sub(t.lastUpgraded)
+}
+
+// floors returns each step's floor: the time, within the step, during
+// which work on its critical path was under way.
+func (t *timeline) floors() map[string]time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	work := slices.Clone(t.done)
+	for _, s := range t.jobs {
+		work = append(work, *s)
+	}
+	out := map[string]time.Duration{}
+	for i, st := range pipeline.Steps {
+		in, ok := t.entered[st.Name]
+		if !ok {
+			continue
+		}
+		out2 := t.succeeded
+		for _, next := range pipeline.Steps[i+1:] {
+			if at, ok := t.entered[next.Name]; ok {
+				out2 = at
+				break
+			}
+		}
+		var spans []span
+		for _, w := range work {
+			if w.step == st.Name {
+				spans = append(spans, w.span)
+			}
+		}
+		out[st.Name] = covered(spans, in, out2)
+	}
+	return out
+}
+
+// covered is the time within [from, to] that the spans cover (an open
+// span lasts to to).
+func covered(spans []span, from, to time.Time) time.Duration {
+	slices.SortFunc(spans, func(a, b span) int { return a.start.Compare(b.start) })
+	var total time.Duration
+	var cur span
+	for _, s := range spans {
+		if s.end.IsZero() || s.end.After(to) {
+			s.end = to
+		}
+		if s.start.Before(from) {
+			s.start = from
+		}
+		if !s.end.After(s.start) {
+			continue
+		}
+		if cur.end.IsZero() || s.start.After(cur.end) {
+			total += cur.end.Sub(cur.start)
+			cur = s
+			continue
+		}
+		if s.end.After(cur.end) {
+			cur.end = s.end
+		}
+	}
+	return total + cur.end.Sub(cur.start)
+}
+
+// floorTimes lists each phase's time beside its floor, in pipeline order.
+func floorTimes(phases, floors map[string]time.Duration) string {
+	var b strings.Builder
+	for _, st := range pipeline.Steps {
+		d, ok := phases[st.Name]
+		f := floors[st.Name]
+		if !ok || f <= 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "  floor      %-20s %s of %s: %.2fx\n", st.Name, f.Round(time.Millisecond), d.Round(time.Millisecond), d.Seconds()/f.Seconds())
+	}
+	return b.String()
+}
+
+func TestCovered(t *testing.T) {
+	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
+	for _, tc := range []struct {
+		name     string
+		spans    []span
+		from, to float64
+		want     time.Duration
+	}{
+		{"none", nil, 0, 10, 0},
+		{"apart", []span{{at(1), at(2)}, {at(4), at(7)}}, 0, 10, 4 * time.Second},
+		{"overlapping, out of order", []span{{at(4), at(7)}, {at(1), at(5)}, {at(6), at(6.5)}}, 0, 10, 6 * time.Second},
+		{"clipped to the window", []span{{at(-3), at(2)}, {at(8), at(15)}}, 0, 10, 4 * time.Second},
+		{"open, to the window's end", []span{{at(7), time.Time{}}}, 0, 10, 3 * time.Second},
+		{"outside", []span{{at(11), at(12)}}, 0, 10, 0},
+	} {
+		if got := covered(tc.spans, at(tc.from), at(tc.to)); got != tc.want {
+			t.Errorf("%s: covered %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
