@@ -14,6 +14,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -179,7 +180,7 @@ func TestImagesCommandFromAVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	o := imagesOptions{version: "v1.8.0", repository: "rancher/harvester-upgrade-toolkit", output: "text", mirror: mirror, pushList: true}
+	o := imagesOptions{version: "v1.8.0", repository: "rancher/harvester-upgrade-toolkit", mirror: mirror, pushList: true}
 	if err := runImages(t.Context(), o, reach, &out); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
@@ -190,7 +191,7 @@ func TestImagesCommandFromAVersion(t *testing.T) {
 	}
 
 	out.Reset()
-	o.pushList, o.output = false, "json"
+	o.pushList, o.printer = false, &printers.JSONPrinter{}
 	if err := runImages(t.Context(), o, reach, &out); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
@@ -224,8 +225,8 @@ func TestImagesCommandRefusesAMissingImage(t *testing.T) {
 	iso := demoISO(t, tree)
 
 	out, code := runImagesCommand(t, "--iso", iso, "--from", "v1.7.1")
-	if code != imagesMissingExitCode {
-		t.Errorf("exit code %d, want %d", code, imagesMissingExitCode)
+	if code != exitCheckFailed {
+		t.Errorf("exit code %d, want %d", code, exitCheckFailed)
 	}
 	for _, want := range []string{
 		"FAIL  image " + toolkitRunning + " (repo, image-preload) is not on the nodes",
@@ -239,7 +240,7 @@ func TestImagesCommandRefusesAMissingImage(t *testing.T) {
 	if out, code := runImagesCommand(t, "--iso", iso, "--from", "v1.7.1", "--image-mirror", "registry.example.test:5000"); code != 0 {
 		t.Errorf("with a mirror: exit code %d:\n%s", code, out)
 	}
-	for _, args := range [][]string{{"--iso", iso, "--version", "v1.8.0"}, {"--iso", iso, "-o", "yaml"}, {"--iso", iso, "--image-mirror", "https://r.example.test"}} {
+	for _, args := range [][]string{{"--iso", iso, "--version", "v1.8.0"}, {"--iso", iso, "-o", "table"}, {"--iso", iso, "--image-mirror", "https://r.example.test"}} {
 		if out, code := runImagesCommand(t, args...); code != usageExitCode {
 			t.Errorf("%v: exit code %d, want %d:\n%s", args, code, usageExitCode, out)
 		}
