@@ -330,7 +330,7 @@ func (p *pass) fail(res phase.Result) {
 	if !res.Final && p.r.Config.RetryWindow > 0 {
 		until := metav1.NewTime(s.Now().Add(p.r.Config.RetryWindow))
 		f.RetryDeadline = &until
-		msg += "; " + phase.RetryHint(s.Plan.Name, until.Time)
+		msg += "; " + status.RetryHint(s.Plan.Name, until.Time)
 	}
 	st.Failures = append(st.Failures, f)
 	// A retry is asked for by a value set after the failure.
