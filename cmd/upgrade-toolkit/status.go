@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,7 +27,7 @@ const kubectlPlugin = "kubectl-upgrade_status"
 
 func newStatusCommand() *cobra.Command {
 	var watch bool
-	interval := time.Second
+	var interval time.Duration
 	cmd := &cobra.Command{
 		Use:   "status [PLAN]",
 		Short: "Show an upgrade's progress: phases, nodes, what it waits for, why it failed, the time left",
@@ -41,8 +43,10 @@ upgrades that finished, plus each phase still to run at the time it took in
 the newest earlier plan that succeeded; phases measured nowhere are named, not
 guessed, and no estimate is shown before anything was measured.
 
---watch redraws the view until the plan finishes (on a terminal; otherwise it
-prints the lines that changed) and exits 8 if the plan failed.
+--watch redraws the view at each change of the plan, as a watch of the API
+server reports it (it reads nothing in between), until the plan finishes
+(on a terminal; otherwise it prints the lines that changed) and exits 8 if
+the plan failed.
 
 -o prints the same as data, as kubectl does: json, yaml, name (the plan),
 jsonpath=, go-template=, custom-columns=.
@@ -60,7 +64,8 @@ kubectl upgrade-status.` + exitCodesHelp(0, exitFailure, usageExitCode, exitPlan
 	output := addOutputFlags(cmd, "", true)
 	f := cmd.Flags()
 	f.BoolVarP(&watch, "watch", "w", false, "keep showing the status until the plan finishes")
-	f.DurationVar(&interval, "interval", interval, "how often --watch reads the plan")
+	f.DurationVar(&interval, "interval", 0, "ignored")
+	_ = f.MarkDeprecated("interval", "--watch follows the plan's changes as the API server reports them, and reads nothing in between")
 	cmd.SetFlagErrorFunc(flagUsageError)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		p, err := output.printer()
@@ -81,17 +86,17 @@ kubectl upgrade-status.` + exitCodesHelp(0, exitFailure, usageExitCode, exitPlan
 		if err != nil {
 			return err
 		}
-		return showStatus(cmd.Context(), cmd, c, logs, name, p, watch, interval)
+		return showStatus(cmd.Context(), cmd, c, logs, name, p, watch)
 	}
 	return cmd
 }
 
-func statusClients(kube *clusterFlags) (client.Reader, status.LogReader, error) {
+func statusClients(kube *clusterFlags) (client.WithWatch, status.LogReader, error) {
 	cfg, err := kube.config()
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: cluster.Scheme()})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: cluster.Scheme()})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -107,34 +112,62 @@ func statusClients(kube *clusterFlags) (client.Reader, status.LogReader, error) 
 
 // showStatus prints the plan's status once, as data with p, or with watch
 // until it finishes.
-func showStatus(ctx context.Context, cmd *cobra.Command, c client.Reader, logs status.LogReader, name string, p printers.ResourcePrinter, watch bool, interval time.Duration) error {
+func showStatus(ctx context.Context, cmd *cobra.Command, c client.WithWatch, logs status.LogReader, name string, p printers.ResourcePrinter, watch bool) error {
 	out := cmd.OutOrStdout()
-	view := &status.View{Out: out, Terminal: watch && status.IsTerminal(out)}
+	s, err := status.Compute(ctx, c, logs, name, time.Now())
+	switch {
+	case err != nil:
+		return err
+	case p != nil:
+		return printData(out, p, s, planRef(s.Plan))
+	case !watch:
+		return (&status.View{Out: out}).Show(s)
+	}
+	return followStatus(ctx, &status.View{Out: out, Terminal: status.IsTerminal(out)}, c, logs, s.Plan)
+}
+
+// followStatus shows the plan's status, then again at each change the API
+// server reports on a watch of the plan, until the plan finishes: nil when
+// it succeeded, exitPlanFailed when it failed. It reads nothing between
+// changes; a watch the server ends is opened again.
+func followStatus(ctx context.Context, view *status.View, c client.WithWatch, logs status.LogReader, plan string) error {
+	one := fields.OneTermEqualSelector("metadata.name", plan)
 	for {
-		s, err := status.Compute(ctx, c, logs, name, time.Now())
+		// The version read before the status: a change while it is read
+		// comes on the watch.
+		var seen v1beta1.UpgradePlanList
+		if err := c.List(ctx, &seen, client.MatchingFieldsSelector{Selector: one}); err != nil {
+			return fmt.Errorf("reading UpgradePlan %s: %w", plan, err)
+		}
+		s, err := status.Compute(ctx, c, logs, plan, time.Now())
 		if err != nil {
 			return err
-		}
-		name = s.Plan // a watch follows the plan it started with
-		if p != nil {
-			return printData(out, p, s, planRef(s.Plan))
 		}
 		if err := view.Show(s); err != nil {
 			return err
 		}
-		if !watch {
-			return nil
-		}
 		if v1beta1.UpgradePlanPhase(s.Phase).IsTerminal() {
 			if s.Failure != nil {
-				return &exitError{code: exitPlanFailed, err: fmt.Errorf("the upgrade %s failed", s.Plan)}
+				return &exitError{code: exitPlanFailed, err: fmt.Errorf("the upgrade %s failed", plan)}
 			}
 			return nil
 		}
+		w, err := c.Watch(ctx, &v1beta1.UpgradePlanList{},
+			&client.ListOptions{FieldSelector: one, Raw: &metav1.ListOptions{ResourceVersion: seen.ResourceVersion}})
+		if err != nil {
+			return fmt.Errorf("watching UpgradePlan %s: %w", plan, err)
+		}
+		var ev watch.Event
 		select {
 		case <-ctx.Done():
-			return nil
-		case <-time.After(interval):
+		case ev = <-w.ResultChan():
+		}
+		w.Stop()
+		switch {
+		case ctx.Err() != nil:
+			return nil // interrupted
+		case ev.Type == watch.Deleted:
+			return fmt.Errorf("UpgradePlan %s was deleted", plan)
 		}
 	}
 }
