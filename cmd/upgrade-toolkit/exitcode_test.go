@@ -41,7 +41,7 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{[]string{"status", succeeded, "--watch"}, 0, "Succeeded"},
 		{[]string{"logs", "no-such-plan"}, exitFailure, "there is no UpgradePlan no-such-plan"},
-		{[]string{"status", "--interval", "soon"}, usageExitCode, `invalid argument "soon" for "--interval"`},
+		{[]string{"status", "--watch=maybe"}, usageExitCode, `invalid argument "maybe" for "-w, --watch"`},
 		{[]string{"status", "a", "b"}, usageExitCode, "accepts at most 1 arg(s)"},
 		{[]string{"preflight", "--version", "v1.8.0"}, exitCheckFailed, "WOULD NOT RUN"},
 		{[]string{"status", failed, "--watch"}, exitPlanFailed, "the upgrade " + failed + " failed"},

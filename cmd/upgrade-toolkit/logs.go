@@ -35,7 +35,9 @@ goes on printing what a pod still running writes, until it ends.
 --archive FILE writes one .tar.gz support bundle: the plan, its events, every
 captured log, the Jobs and system-upgrade-controller Plans, each node's
 timeline, the Harvester Version, the release metadata, Rancher's
-machine-plan Secrets with every value redacted, and this toolkit's version.
+machine-plan Secrets with every value redacted, this toolkit's version, the
+Nodes, VMs and their instances, Longhorn volumes, the provisioning Cluster,
+CAPI Machines, and the last lines of the manager's log.
 
 -o prints the plan's UpgradeLog (the list) as data, as kubectl does: json,
 yaml, name, jsonpath=, go-template=, custom-columns=.` + exitCodesHelp(0, exitFailure, usageExitCode, exitUnreachable),
@@ -81,7 +83,13 @@ yaml, name, jsonpath=, go-template=, custom-columns=.` + exitCodesHelp(0, exitFa
 			if err != nil {
 				return err
 			}
-			if err := upgradelog.Archive(ctx, c, plan, version.String(), time.Now(), f); err != nil {
+			kubeClient, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				_ = f.Close()
+				return err
+			}
+			managerLog := upgradelog.ManagerLogOf(kubeClient, cluster.HarvesterNamespace)
+			if err := upgradelog.Archive(ctx, c, managerLog, plan, version.String(), time.Now(), f); err != nil {
 				_ = f.Close()
 				return err
 			}
