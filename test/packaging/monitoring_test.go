@@ -3,11 +3,13 @@ package packaging_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -111,9 +113,10 @@ func TestChartMonitoring(t *testing.T) {
 	for _, g := range rf.Groups {
 		for _, r := range g.Rules {
 			alerts = append(alerts, r.Alert)
-			if r.Alert == "" || r.Expr == "" || r.Labels["severity"] == "" || r.Annotations["summary"] == "" {
-				t.Errorf("rule %+v lacks a name, an expression, a severity or a summary", r)
+			if r.Alert == "" || r.Expr == "" || r.For == "" || r.Labels["severity"] == "" || r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
+				t.Errorf("rule %+v lacks a name, an expression, a for:, a severity, a summary or a description", r)
 			}
+			checkRunbook(t, r.Alert, r.Annotations["runbook_url"])
 			checkQuery("alert "+r.Alert, r.Expr)
 			checkLabelValues(t, r.Alert, r.Expr)
 		}
@@ -179,4 +182,45 @@ func checkLabelValues(t *testing.T, alert, expr string) {
 			}
 		}
 	}
+}
+
+// runbookBase is where the alerts' runbook links point: the docs of this
+// repository.
+const runbookBase = "https://github.com/harvester/upgrade-toolkit/blob/main/"
+
+// checkRunbook: the alert's runbook_url names a file of the repository and
+// a heading of it, as GitHub anchors headings.
+func checkRunbook(t *testing.T, alert, url string) {
+	t.Helper()
+	file, anchor, ok := strings.Cut(strings.TrimPrefix(url, runbookBase), "#")
+	if !strings.HasPrefix(url, runbookBase) || !ok {
+		t.Errorf("alert %s: runbook_url %q is no link %s<file>#<heading>", alert, url, runbookBase)
+		return
+	}
+	doc, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), file))
+	if err != nil {
+		t.Errorf("alert %s: runbook %s: %v", alert, file, err)
+		return
+	}
+	for line := range strings.SplitSeq(string(doc), "\n") {
+		if title, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " "); ok && strings.HasPrefix(line, "#") && headingAnchor(title) == anchor {
+			return
+		}
+	}
+	t.Errorf("alert %s: %s has no heading #%s", alert, file, anchor)
+}
+
+// headingAnchor is GitHub's anchor of a heading: lower case, spaces to
+// dashes, punctuation dropped.
+func headingAnchor(title string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(title)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
