@@ -96,6 +96,9 @@ func (r *PlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res c
 	// works on s.Plan), and a plan holds an entry per node.
 	plan := &v1beta1.UpgradePlan{}
 	if err := r.Client.Get(ctx, req.NamespacedName, plan, client.UnsafeDisableDeepCopy); err != nil {
+		if apierrors.IsNotFound(err) {
+			metrics.Forget(req.Name) // the plan is gone: so are its series
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	plan = r.Plans.Latest(plan)

@@ -82,6 +82,17 @@ func Register(reader client.Reader) error {
 	return err
 }
 
+// Forget deletes the series Record made for a plan, once the plan is gone:
+// a deleted plan's durations and failures are not reported for ever. (The
+// plans' state is read at each scrape and goes with the plan by itself.)
+func Forget(plan string) {
+	for _, v := range []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{phaseDuration, nodeUpgradeDuration, failures} {
+		v.DeletePartialMatch(prometheus.Labels{"plan": plan})
+	}
+}
+
 // Record observes what the write of a plan's status moved from stored to
 // written: the phases it completed, the node upgrades it finished and its
 // failure. Called once the write succeeded, a transition is observed once,

@@ -86,6 +86,12 @@ func TestRecordObservesEachTransitionOnce(t *testing.T) {
 	if n := len(got); n != 10 {
 		t.Errorf("got %d series, want 10: %v", n, got)
 	}
+
+	// Deleted, the plan's series go.
+	metrics.Forget("record-once")
+	if got := gather(t, "record-once"); len(got) != 0 {
+		t.Errorf("series of a deleted plan remain: %v", got)
+	}
 }
 
 // TestCollectorReportsEveryPlan: the state of the plans is read at each
