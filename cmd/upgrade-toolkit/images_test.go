@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -44,31 +43,8 @@ func demoISO(t *testing.T, tree fs.FS) string {
 // returns its output and exit code.
 func runImagesCommand(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	root := newRootCommand()
-	var buf bytes.Buffer
-	root.SetOut(&buf)
-	root.SetErr(&buf)
-	root.SetArgs(append([]string{"images"}, args...))
-	err := root.ExecuteContext(t.Context())
-	return buf.String() + errString(err), exitCode(err)
-}
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
-func exitCode(err error) int {
-	var ee *exitError
-	switch {
-	case errors.As(err, &ee):
-		return ee.code
-	case err != nil:
-		return 1
-	}
-	return 0
+	code, out := runCLI(t, append([]string{"images"}, args...)...)
+	return out, code
 }
 
 const (
