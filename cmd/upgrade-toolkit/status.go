@@ -158,14 +158,16 @@ func followStatus(ctx context.Context, view *status.View, c client.WithWatch, lo
 			return fmt.Errorf("watching UpgradePlan %s: %w", plan, err)
 		}
 		var ev watch.Event
+		interrupted := false
 		select {
 		case <-ctx.Done():
+			interrupted = true
 		case ev = <-w.ResultChan():
 		}
 		w.Stop()
 		switch {
-		case ctx.Err() != nil:
-			return nil // interrupted
+		case interrupted:
+			return nil // Ctrl-C ends the watch, not in error
 		case ev.Type == watch.Deleted:
 			return fmt.Errorf("UpgradePlan %s was deleted", plan)
 		}
