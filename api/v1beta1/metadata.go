@@ -60,6 +60,13 @@ const (
 	ReasonDrainBlocked = "DrainBlocked"
 	// ReasonWrongNode: a node's Job ran on another node.
 	ReasonWrongNode = "WrongNode"
+	// ReasonMigrationFailing: the live migration of a VM off the draining
+	// node failed or makes no progress; KubeVirt tries again.
+	ReasonMigrationFailing = "MigrationFailing"
+	// ReasonMigrationHeld: a VM's live migration has failed or stalled past
+	// the migration deadline; the node waits for the operator's choice (the
+	// VM annotations retry-migration or shutdown-for-upgrade).
+	ReasonMigrationHeld = "MigrationHeld"
 )
 
 // Event reasons.
@@ -93,6 +100,27 @@ const (
 	// EventInsight: a Warning on the plan when an insight appears or its
 	// level rises to Warning or Error.
 	EventInsight = "Insight"
+	// EventVMMigrationFailing: a Warning, once per VM and drain, when a
+	// VM's live migration off a draining node fails or makes no progress.
+	EventVMMigrationFailing = "VMMigrationFailing"
+	// EventVMMigrationHeld: a Warning, once per node, when a VM's failing
+	// migration outlived the migration deadline and the node waits for the
+	// operator's choice.
+	EventVMMigrationHeld = "VMMigrationHeld"
+	// EventVMMigrationRetried: the operator's retry-migration annotation
+	// made KubeVirt try a VM's migration again.
+	EventVMMigrationRetried = "VMMigrationRetried"
+	// EventVMShutdownConsented: the upgrade shut a VM down with the
+	// operator's consent (annotation shutdown-for-upgrade); it is started
+	// again after its node's upgrade.
+	EventVMShutdownConsented = "VMShutdownConsented"
+	// EventVMStoppedByOwner: a VM that ran when the plan started was
+	// stopped (or deleted) by someone other than the upgrade.
+	EventVMStoppedByOwner = "VMStoppedByOwner"
+	// EventVMUnexpectedlyOff: a Warning when a VM's instance ended while its
+	// run strategy still asks it to run, not stopped by the upgrade nor by
+	// its owner (e.g. its virt-launcher pod was deleted by a forced drain).
+	EventVMUnexpectedlyOff = "VMUnexpectedlyOff"
 )
 
 // Insight types (status.insights[].type) and the Stalled condition's
@@ -170,6 +198,23 @@ const (
 	// AnnotationRestoreRunStrategy on a VirtualMachine the upgrade stopped
 	// holds the run strategy it had, which restore-vm puts back.
 	AnnotationRestoreRunStrategy = Prefix + "restore-run-strategy"
+)
+
+// User annotations on a VirtualMachine, the operator's choice for a VM whose
+// live migration off a draining node fails or makes no progress.
+const (
+	// AnnotationRetryMigration: set it to a new value (e.g. the time) to
+	// have KubeVirt try the VM's migration again at once: the upgrade
+	// deletes the VM's failed and unfinished evacuation migrations, which
+	// also clears KubeVirt's backoff, and gives the VM the whole migration
+	// deadline again. The plan's VM ledger records each value it acted on.
+	AnnotationRetryMigration = Prefix + "retry-migration"
+	// AnnotationShutdownForUpgrade: set it to the UpgradePlan's name to let
+	// that upgrade shut the VM down now, while its node drains, and start it
+	// again after the node's upgrade (whatever spec.restoreVM says). The
+	// upgrade never shuts down a VM that could migrate without it; the
+	// plan's VM ledger records the consent and who gave it.
+	AnnotationShutdownForUpgrade = Prefix + "shutdown-for-upgrade"
 )
 
 // FinalizerCleanup keeps a plan until everything it created and changed has

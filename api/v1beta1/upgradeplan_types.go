@@ -497,6 +497,49 @@ type NodeUpgradeStatus struct {
 	// within the health-gate deadline from then.
 	// +optional
 	HealthGateSince *metav1.Time `json:"healthGateSince,omitempty"`
+	// VMs counts what the upgrade did to the node's VMs, from the plan's VM
+	// ledger (ConfigMap <plan>-vm-ledger in harvester-system, which has
+	// every VM's record); absent for a node that never ran a VM.
+	// +optional
+	VMs *NodeVMs `json:"vms,omitempty"`
+	// ReplicasRebuilding is how many Longhorn replicas on the node are being
+	// rebuilt: those their volume's engine reports in mode WO
+	// (status.replicaModeMap of engines.longhorn.io; the replica's node is
+	// its spec.nodeID). Kept up to date from the node upgrade to the plan's
+	// end; absent when none is.
+	// +optional
+	ReplicasRebuilding int32 `json:"replicasRebuilding,omitempty"`
+}
+
+// NodeVMs counts the VMs of one node in the upgrade. A VM is counted on the
+// node it leaves: one that moved onto the node and later moved on counts
+// there too.
+type NodeVMs struct {
+	// ToMove is how many VMs had, or have, to leave the node by live
+	// migration: Moved + Pending + Failed.
+	// +optional
+	ToMove int32 `json:"toMove,omitempty"`
+	// Moved is how many live migrations off the node succeeded.
+	// +optional
+	Moved int32 `json:"moved,omitempty"`
+	// Pending is how many VMs still run on the node, not yet upgraded, and
+	// will have to move.
+	// +optional
+	Pending int32 `json:"pending,omitempty"`
+	// Failed is how many VMs on the node have a live migration that failed
+	// or makes no progress, and have not moved since.
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+	// Stopped is how many VMs the upgrade shut down on the node: those
+	// that cannot live-migrate, and those the operator consented to.
+	// +optional
+	Stopped int32 `json:"stopped,omitempty"`
+	// MigrationDeadline is when the node is held for the operator's choice
+	// if a VM's migration still fails or makes no progress: the migration
+	// deadline after the first trouble of its drain or the operator's last
+	// retry; the time the plan spent paused (status.pauses) does not count.
+	// +optional
+	MigrationDeadline *metav1.Time `json:"migrationDeadline,omitempty"`
 }
 
 // ReleaseMetadata is the part of the release's harvester-release.yaml that

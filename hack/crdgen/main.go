@@ -69,7 +69,7 @@ var yamlSources = []yamlSource{
 	{module: harvesterModule, path: "tests/integration/controllers/manifest/ranchersettings-crd.yaml", crds: []string{"settings.management.cattle.io"}},
 	{module: harvesterModule, path: "tests/integration/controllers/manifest/clusterrepos-crd.yaml", crds: []string{"clusterrepos.catalog.cattle.io"}},
 	{module: longhornModule, path: "k8s/crds.yaml", crds: []string{"settings.longhorn.io", "volumes.longhorn.io", "engines.longhorn.io",
-		"nodes.longhorn.io", "instancemanagers.longhorn.io"}, render: renderLonghorn},
+		"replicas.longhorn.io", "nodes.longhorn.io", "instancemanagers.longhorn.io"}, render: renderLonghorn},
 	{module: capiModule, path: "config/crd/bases/cluster.x-k8s.io_machines.yaml", crds: []string{"machines.cluster.x-k8s.io"}},
 	{module: capiModule, path: "config/crd/bases/cluster.x-k8s.io_clusters.yaml", crds: []string{"clusters.cluster.x-k8s.io"}},
 	{module: fleetModule, path: "charts/fleet-crd/templates/crds.yaml", crds: []string{"bundles.fleet.cattle.io", "clusters.fleet.cattle.io"}},

@@ -141,3 +141,30 @@ func KubeVirtObject(ctx context.Context, c client.Reader) (*kubevirtv1.KubeVirt,
 	}
 	return kv, nil
 }
+
+// RunStrategy is a VM's effective run strategy: spec.runStrategy, else the
+// deprecated spec.running (true is Always), else Halted.
+func RunStrategy(vm *kubevirtv1.VirtualMachine) string {
+	switch {
+	case vm.Spec.RunStrategy != nil:
+		return *vm.Spec.RunStrategy
+	case vm.Spec.Running != nil && *vm.Spec.Running:
+		return RunStrategyAlways
+	}
+	return RunStrategyHalted
+}
+
+// StateChangeStop is the action of a stop request (virtctl stop of a
+// RerunOnFailure or Manual VM, which keeps its run strategy).
+const StateChangeStop = "Stop"
+
+// StopRequested reports whether the VM has a stop request KubeVirt has not
+// carried out yet.
+func StopRequested(vm *kubevirtv1.VirtualMachine) bool {
+	for _, r := range vm.Status.StateChangeRequests {
+		if r.Action == StateChangeStop {
+			return true
+		}
+	}
+	return false
+}

@@ -113,6 +113,9 @@ const (
 	// EventFailedMigration is the reason of the Warning event KubeVirt
 	// records on a migration that failed.
 	EventFailedMigration = "FailedMigration"
+	// AnnotationEvacuationMigration on a migration names the node KubeVirt's
+	// evacuation controller made it for.
+	AnnotationEvacuationMigration = "kubevirt.io/evacuationMigration"
 )
 
 // Objects the cluster upgrade reads and changes.

@@ -43,6 +43,9 @@ const (
 	LonghornEngineRunning = "running"
 	// LonghornReplicaRW is the mode of a replica in sync with its engine.
 	LonghornReplicaRW = "RW"
+	// LonghornReplicaWO is the mode of a replica its engine rebuilds: it
+	// takes writes but serves no reads until it is in sync.
+	LonghornReplicaWO = "WO"
 	// Longhorn's defaults of the settings the Harvester chart overrides, and
 	// the values it wants instead.
 	LonghornNodeDrainPolicyDefault    = "block-if-contains-last-replica"
@@ -66,6 +69,11 @@ const (
 	RunStrategyManual         = "Manual"
 	RunStrategyHalted         = "Halted"
 	RunStrategyOnce           = "Once"
-	// MigrationPhaseFailed is the phase of a failed migration.
-	MigrationPhaseFailed = "Failed"
+	// Phases of a VirtualMachineInstanceMigration: created, waiting (for a
+	// target, or out KubeVirt's backoff after a failed attempt), running, and
+	// the two ends.
+	MigrationPhasePending   = "Pending"
+	MigrationPhaseRunning   = "Running"
+	MigrationPhaseSucceeded = "Succeeded"
+	MigrationPhaseFailed    = "Failed"
 )

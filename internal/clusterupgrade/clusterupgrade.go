@@ -60,8 +60,10 @@ type Timeouts struct {
 	ClusterRepo time.Duration
 	// Charts: Fleet deployed a ManagedChart's new version.
 	Charts time.Duration
-	// KubeVirt and Longhorn: they run the new version everywhere.
-	KubeVirt, Longhorn time.Duration
+	// KubeVirt and Longhorn: they run the new version everywhere;
+	// LonghornStable: how long Longhorn's manager must stay ready on every
+	// node (a crashing manager is ready for moments between its restarts).
+	KubeVirt, Longhorn, LonghornStable time.Duration
 	// Addon: an add-on redeployed; an add-on that does not is reported and
 	// left for the operator, as it does not hold up the upgrade.
 	Addon time.Duration
@@ -76,7 +78,7 @@ func DefaultTimeouts() Timeouts {
 	return Timeouts{
 		Repo: 10 * time.Minute, Rancher: 30 * time.Minute, CAPI: 15 * time.Minute, CAPIStable: 30 * time.Second,
 		Dependencies: 15 * time.Minute, Fleet: 15 * time.Minute, FleetReady: time.Minute,
-		ClusterRepo: 10 * time.Minute, Charts: 30 * time.Minute, KubeVirt: 30 * time.Minute, Longhorn: 30 * time.Minute,
+		ClusterRepo: 10 * time.Minute, Charts: 30 * time.Minute, KubeVirt: 30 * time.Minute, Longhorn: 30 * time.Minute, LonghornStable: 30 * time.Second,
 		Addon: 5 * time.Minute, Bundles: 90 * time.Second, Interval: 5 * time.Second,
 	}
 }
@@ -296,4 +298,26 @@ func (u *Upgrade) readRelease(ctx context.Context) (*release.Release, error) {
 
 func (u *Upgrade) wait(what string, timeout time.Duration, hint string) waitfor.Wait {
 	return waitfor.Wait{What: what, Timeout: timeout, Interval: u.Timeouts.Interval, Hint: hint}
+}
+
+// settling tells how long a state a wait checks has held without a break:
+// a component that works in bursts or crashes after it starts is judged
+// by a state that lasted, not by one sighting.
+type settling struct {
+	since time.Time
+	need  time.Duration
+}
+
+// held records one check of the state and says whether it has now held for
+// the time needed, and for how long, for the wait's status.
+func (s *settling) held(ok bool, status string) (bool, string) {
+	if !ok {
+		s.since = time.Time{}
+		return false, status
+	}
+	if s.since.IsZero() {
+		s.since = time.Now()
+	}
+	stable := time.Since(s.since)
+	return stable >= s.need, fmt.Sprintf("%s, settled for %s of %s", status, stable.Round(time.Second), s.need)
 }

@@ -61,7 +61,7 @@ func must(t *testing.T, err error) {
 func timeouts() clusterupgrade.Timeouts {
 	d := 10 * time.Second
 	return clusterupgrade.Timeouts{Repo: d, Rancher: d, CAPI: d, CAPIStable: 20 * time.Millisecond, Dependencies: d, Fleet: d, FleetReady: time.Second,
-		ClusterRepo: d, Charts: d, KubeVirt: d, Longhorn: d, Addon: 2 * time.Second, Bundles: 2 * time.Second, Interval: 10 * time.Millisecond}
+		ClusterRepo: d, Charts: d, KubeVirt: d, Longhorn: d, LonghornStable: 20 * time.Millisecond, Addon: 2 * time.Second, Bundles: 2 * time.Second, Interval: 10 * time.Millisecond}
 }
 
 // testCRD is the CRD of the world's CRDs directory.
@@ -382,7 +382,7 @@ func TestStepsFailWhenSkipped(t *testing.T) {
 				previous = "v1.8.0"
 			}
 			w, u := setup(t, previous)
-			u.Timeouts.KubeVirt, u.Timeouts.Longhorn = 2*time.Second, 2*time.Second
+			u.Timeouts.KubeVirt, u.Timeouts.Longhorn = longhornLag+4*time.Second, longhornLag+4*time.Second
 			skip(t, u.Plan, step)
 			got, err := run(ctx, w, u)
 			if err != nil {

@@ -65,7 +65,9 @@ func InstanceManagerImageLabel(image string) string {
 
 // waitLonghorn waits until Longhorn runs the release's version, which the
 // harvester chart brought: its manager DaemonSet runs the image of the
-// chart's values and is ready on every managed non-witness node, and, with
+// chart's values and has stayed ready on every managed non-witness node for
+// Timeouts.LonghornStable (a manager that crashes after it starts is ready
+// for moments between its restarts), and, with
 // two nodes or more, every Longhorn node has one running instance manager
 // of the new image (for the v2 data engine too when Harvester enables it).
 func (u *Upgrade) waitLonghorn(ctx context.Context, _ *run) error {
@@ -86,14 +88,16 @@ func (u *Upgrade) waitLonghorn(ctx context.Context, _ *run) error {
 		return err
 	}
 	key := client.ObjectKey{Namespace: cluster.LonghornNamespace, Name: cluster.LonghornManagerDaemonSet}
-	w := u.wait(fmt.Sprintf("Longhorn's manager DaemonSet %s to run %s on %d nodes", key, manager, nodes), u.Timeouts.Longhorn,
+	settled := settling{need: u.Timeouts.LonghornStable}
+	w := u.wait(fmt.Sprintf("Longhorn's manager DaemonSet %s to run %s on %d nodes and stay ready", key, manager, nodes), u.Timeouts.Longhorn,
 		fmt.Sprintf("check its pods (kubectl -n %s describe daemonset %s)", key.Namespace, key.Name))
 	if err := w.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		ds := &appsv1.DaemonSet{}
 		if err := u.Client.Get(ctx, key, ds); err != nil {
+			settled.held(false, "")
 			return false, "", err
 		}
-		ok, status := LonghornManagerReady(ds, manager, nodes)
+		ok, status := settled.held(LonghornManagerReady(ds, manager, nodes))
 		return ok, status, nil
 	}); err != nil {
 		return err

@@ -8,7 +8,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -187,25 +186,17 @@ func orNone(s string) string {
 // reconcile it in bursts.
 func (u *Upgrade) waitCAPICluster(ctx context.Context, when string) error {
 	key := client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: cluster.LocalClusterName}
-	var since time.Time
+	settled := settling{need: u.Timeouts.CAPIStable}
 	w := u.wait(fmt.Sprintf("the CAPI Cluster %s to be provisioned and settled %s", key, when), u.Timeouts.CAPI,
 		fmt.Sprintf("check Rancher's logs and the cluster (kubectl -n %s get clusters.cluster.x-k8s.io %s -o yaml)", key.Namespace, key.Name))
 	return w.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		c := &capiv1beta1.Cluster{}
 		if err := u.Client.Get(ctx, key, c); err != nil {
-			since = time.Time{}
+			settled.held(false, "")
 			return false, "", err
 		}
-		ok, status := CAPIClusterSettled(c)
-		if !ok {
-			since = time.Time{}
-			return false, status, nil
-		}
-		if since.IsZero() {
-			since = time.Now()
-		}
-		stable := time.Since(since)
-		return stable >= u.Timeouts.CAPIStable, fmt.Sprintf("%s, settled for %s of %s", status, stable.Round(time.Second), u.Timeouts.CAPIStable), nil
+		ok, status := settled.held(CAPIClusterSettled(c))
+		return ok, status, nil
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -54,10 +55,12 @@ import (
 // end-to-end runs are the simulator's (test/e2e).
 
 // Lags after the harvester chart is deployed: KubeVirt rolls before
-// Longhorn, so that a skipped wait of either shows.
+// Longhorn, so that a skipped wait of either shows; long enough that an
+// upgrade without the wait has gone on before the roll even on a loaded
+// machine (at 100 ms it had not, and TestStepsFailWhenSkipped missed it).
 const (
-	kubeVirtLag = 100 * time.Millisecond
-	longhornLag = 250 * time.Millisecond
+	kubeVirtLag = time.Second
+	longhornLag = 2 * time.Second
 	// bundleLag: a Bundle that was unpaused is ready only after it.
 	bundleLag = 50 * time.Millisecond
 )
@@ -93,6 +96,9 @@ type world struct {
 	// Observations of the order of things (nil: not seen yet).
 	kubeVirtAtRegistrySync *bool
 	longhornAtMonitoring   *bool
+	// The etcd revisions at which KubeVirt and Longhorn had rolled to the
+	// release (0: not yet); only the world's loop uses them.
+	kubeVirtRolledAt, longhornRolledAt int64
 	// addons tracks Harvester's add-on controller per Addon: the spec it
 	// deployed, its phase in a redeployment, how many it did.
 	addonSpec     map[string]string
@@ -568,26 +574,35 @@ func (w *world) fleet(ctx context.Context) {
 
 // harvester: after the harvester chart's deployment KubeVirt and then
 // Longhorn roll to the release; the world notes whether they had when the
-// steps after their waits began.
+// steps after their waits began, by the objects' etcd revisions: the
+// upgrade may react to a roll before the world's loop looks again.
 func (w *world) harvester(ctx context.Context) {
 	c := env.Client
 	unlock := w.lock()
 	deployed := w.chartDeployed
 	unlock()
 	kv := &kubevirtv1.KubeVirt{}
-	kvDone := false
 	if c.Get(ctx, client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: cluster.KubeVirtName}, kv) == nil {
-		kvDone = kv.Status.ObservedKubeVirtVersion == w.rel.KubeVirt
-		if !kvDone && !deployed.IsZero() && time.Since(deployed) > kubeVirtLag {
+		switch {
+		case kv.Status.ObservedKubeVirtVersion == w.rel.KubeVirt:
+			if w.kubeVirtRolledAt == 0 { // rolled before this world's loop began
+				w.kubeVirtRolledAt = revision(kv)
+			}
+		case !deployed.IsZero() && time.Since(deployed) > kubeVirtLag:
 			kv.Status.ObservedKubeVirtVersion = w.rel.KubeVirt
-			_ = c.Status().Update(ctx, kv)
+			if c.Status().Update(ctx, kv) == nil {
+				w.kubeVirtRolledAt = revision(kv)
+			}
 		}
 	}
 	ds := &appsv1.DaemonSet{}
-	lhDone := false
 	if c.Get(ctx, client.ObjectKey{Namespace: cluster.LonghornNamespace, Name: cluster.LonghornManagerDaemonSet}, ds) == nil {
-		lhDone = ds.Spec.Template.Spec.Containers[0].Image == newManager && ds.Status.NumberReady == 3
+		rolled := ds.Spec.Template.Spec.Containers[0].Image == newManager && ds.Status.ObservedGeneration == ds.Generation && ds.Status.NumberReady == 3
 		switch {
+		case rolled:
+			if w.longhornRolledAt == 0 { // rolled before this world's loop began
+				w.longhornRolledAt = revision(ds)
+			}
 		case ds.Spec.Template.Spec.Containers[0].Image != newManager && !deployed.IsZero() && time.Since(deployed) > longhornLag:
 			ds.Spec.Template.Spec.Containers[0].Image = newManager
 			_ = c.Update(ctx, ds)
@@ -596,17 +611,32 @@ func (w *world) harvester(ctx context.Context) {
 			}
 		case ds.Status.ObservedGeneration < ds.Generation:
 			ds.Status = appsv1.DaemonSetStatus{ObservedGeneration: ds.Generation, DesiredNumberScheduled: 3, CurrentNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 3, NumberReady: 3}
-			_ = c.Status().Update(ctx, ds)
+			if c.Status().Update(ctx, ds) == nil && ds.Spec.Template.Spec.Containers[0].Image == newManager {
+				w.longhornRolledAt = revision(ds)
+			}
 		}
 	}
 	s := &harvesterv1beta1.Setting{}
 	if c.Get(ctx, client.ObjectKey{Name: cluster.ContainerdRegistrySetting}, s) == nil && s.Annotations[cluster.AnnotationUpgradePatched] != "" {
-		w.observe(&w.kubeVirtAtRegistrySync, kvDone)
+		w.observe(&w.kubeVirtAtRegistrySync, after(s, w.kubeVirtRolledAt))
 	}
 	mc := &managementv3.ManagedChart{}
 	if c.Get(ctx, client.ObjectKey{Namespace: cluster.FleetLocalNamespace, Name: cluster.MonitoringCRDManagedChart}, mc) == nil && mc.Spec.Version == w.rel.MonitoringChart {
-		w.observe(&w.longhornAtMonitoring, lhDone)
+		w.observe(&w.longhornAtMonitoring, after(mc, w.longhornRolledAt))
 	}
+}
+
+// revision is the etcd revision of an object's last write: the test world's
+// API server is backed by etcd, whose resourceVersions are its revisions.
+func revision(o client.Object) int64 {
+	r, _ := strconv.ParseInt(o.GetResourceVersion(), 10, 64)
+	return r
+}
+
+// after says whether o was last written after the revision at (0: the
+// thing at has not happened yet).
+func after(o client.Object, at int64) bool {
+	return at != 0 && revision(o) > at
 }
 
 // addons: Harvester's add-on controller redeploys an enabled, deployed

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"maps"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -33,6 +34,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
 	"github.com/harvester/upgrade-toolkit/internal/planstatus"
 	"github.com/harvester/upgrade-toolkit/internal/preflight"
+	"github.com/harvester/upgrade-toolkit/internal/vmledger"
 )
 
 // ControllerName names the plan controller; its events come from
@@ -60,6 +62,7 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 		PlanProgress: &cluster.PlanProgressReader{Reader: mgr.GetAPIReader()},
 		Plans:        plans,
 		Kept:         kept.New(),
+		Ledgers:      &vmledger.Cache{},
 	}
 	byPlanLabel := handler.EnqueueRequestsFromMapFunc(planOfLabel)
 	if err := ctrl.NewControllerManagedBy(mgr).
@@ -89,7 +92,13 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 		// The health gate: a volume's robustness.
 		Watches(&longhornv1beta2.Volume{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: robustnessChanged})).
+		// The nodes' counts of replicas being rebuilt.
+		Watches(&longhornv1beta2.Engine{}, handler.EnqueueRequestsFromMapFunc(r.runningPlans),
+			builder.WithPredicates(rebuildingChanged)).
 		Complete(r); err != nil {
+		return err
+	}
+	if err := SetupLedger(mgr, cfg, clk); err != nil {
 		return err
 	}
 	return SetupDrainHook(mgr)
@@ -101,6 +110,33 @@ func robustnessChanged(e event.UpdateEvent) bool {
 	o, okO := e.ObjectOld.(*longhornv1beta2.Volume)
 	n, okN := e.ObjectNew.(*longhornv1beta2.Volume)
 	return !okO || !okN || o.Status.Robustness != n.Status.Robustness
+}
+
+// rebuildingChanged keeps the Longhorn engines that begin or end a
+// replica's rebuild (mode WO): an engine that comes or goes with one, an
+// update that changes which replicas it rebuilds.
+var rebuildingChanged = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool { return len(rebuilding(e.Object)) > 0 },
+	DeleteFunc: func(e event.DeleteEvent) bool { return len(rebuilding(e.Object)) > 0 },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return !maps.Equal(rebuilding(e.ObjectOld), rebuilding(e.ObjectNew))
+	},
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// rebuilding names the replicas an engine rebuilds.
+func rebuilding(obj client.Object) map[string]bool {
+	e, ok := obj.(*longhornv1beta2.Engine)
+	if !ok {
+		return nil
+	}
+	out := map[string]bool{}
+	for name, mode := range e.Status.ReplicaModeMap {
+		if mode == cluster.LonghornReplicaWO {
+			out[name] = true
+		}
+	}
+	return out
 }
 
 // podCreated: a new pod asks for no pass. Its Job's status counts it, and
@@ -210,9 +246,15 @@ func planOfOwner(_ context.Context, obj client.Object) []reconcile.Request {
 
 // listPlans lists plans from the cache and keeps those f selects.
 func (r *PlanReconciler) listPlans(ctx context.Context, f func(*v1beta1.UpgradePlan) bool) []reconcile.Request {
+	return plansWhere(ctx, r.Client, f)
+}
+
+// plansWhere lists plans from the cache and keeps those f selects, as
+// requests.
+func plansWhere(ctx context.Context, c client.Reader, f func(*v1beta1.UpgradePlan) bool) []reconcile.Request {
 	var plans v1beta1.UpgradePlanList
 	// Read-only: a plan of a large cluster is big to copy on every event.
-	if err := r.Client.List(ctx, &plans, client.UnsafeDisableDeepCopy); err != nil {
+	if err := c.List(ctx, &plans, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request

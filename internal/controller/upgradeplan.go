@@ -29,6 +29,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
 	"github.com/harvester/upgrade-toolkit/internal/planstatus"
 	"github.com/harvester/upgrade-toolkit/internal/status"
+	"github.com/harvester/upgrade-toolkit/internal/vmledger"
 )
 
 // The plan reconciler adds and removes its finalizer with a patch, writes
@@ -62,6 +63,8 @@ type PlanReconciler struct {
 	// time.Time): it looks at most once per watchSpacing, however many
 	// passes run.
 	watched sync.Map
+	// Ledgers reads the plans' VM ledgers, parsed once per version.
+	Ledgers *vmledger.Cache
 }
 
 // watchSpacing is the least time between two looks of the watchdog at one
@@ -110,7 +113,7 @@ func (r *PlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res c
 	}
 	p := &pass{r: r, stored: plan, facts: facts, s: &phase.Scope{
 		Client: r.Client, APIReader: r.APIReader, Kube: r.Kube,
-		Clock: r.Clock, Config: r.Config, Log: log.FromContext(ctx), PlanProgress: r.PlanProgress, Kept: r.Kept,
+		Clock: r.Clock, Config: r.Config, Log: log.FromContext(ctx), PlanProgress: r.PlanProgress, Kept: r.Kept, Ledgers: r.Ledgers,
 	}}
 	p.s.SetWorkingCopy(plan)
 	defer func() { res, err = p.writeStatus(ctx, res, err) }()

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -216,7 +217,7 @@ func TestRestoreStartsExactlyTheRecordedVMs(t *testing.T) {
 	gone := jobtest.VM(t, env.Client, ns, "gone", n1, jobtest.HostDevice)
 	other := jobtest.VM(t, env.Client, ns, "other", n2, jobtest.Pinned)
 	halted := jobtest.VM(t, env.Client, ns, "halted-by-user", n1, jobtest.RunStrategy(cluster.RunStrategyHalted))
-	plan := jobtest.Plan(t, env.Client, nil)
+	plan := jobtest.Plan(t, env.Client, func(p *v1beta1.UpgradePlan) { p.Spec.RestoreVM = ptr.To(true) })
 	d := detector(env.Client, helper.RunStrategyPower{Client: env.Client})
 	for _, n := range []string{n1, n2} {
 		if _, err := d.Shutdown(ctx, plan.Name, n); err != nil {
@@ -260,6 +261,55 @@ func TestRestoreStartsExactlyTheRecordedVMs(t *testing.T) {
 	}
 }
 
+// TestRestoreWithoutRestoreVM: a plan without spec.restoreVM starts again
+// only the VMs the operator let it shut down (annotation
+// shutdown-for-upgrade naming the plan), not those that cannot migrate.
+func TestRestoreWithoutRestoreVM(t *testing.T) {
+	ctx := t.Context()
+	kubeVirt(t, cluster.KubeVirtPhaseDeployed, "True")
+	n1 := jobtest.Name("node")
+	jobtest.Node(t, env.Client, n1)
+	jobtest.Node(t, env.Client, jobtest.Name("node"))
+	ns := jobtest.Namespace(t, env.Client)
+	pinned := jobtest.VM(t, env.Client, ns, "pinned", n1, jobtest.Pinned)
+	consented := jobtest.VM(t, env.Client, ns, "consented", n1)
+	otherPlan := jobtest.VM(t, env.Client, ns, "other-plan", n1)
+	plan := jobtest.Plan(t, env.Client, nil)
+	power := helper.RunStrategyPower{Client: env.Client}
+	for vm, consent := range map[types.NamespacedName]string{consented: plan.Name, otherPlan: "hvst-upgrade-older"} {
+		v := jobtest.GetVM(t, env.Client, vm)
+		v.Annotations = map[string]string{v1beta1.AnnotationShutdownForUpgrade: consent}
+		if err := env.Client.Update(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := helper.RecordVMs(ctx, env.Client, plan, n1, []types.NamespacedName{consented, otherPlan}); err != nil {
+		t.Fatal(err)
+	}
+	for _, vm := range []types.NamespacedName{consented, otherPlan} {
+		if err := power.Stop(ctx, vm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := detector(env.Client, power).Shutdown(ctx, plan.Name, n1); err != nil {
+		t.Fatal(err)
+	}
+	res, err := restorer(time.Second).Restore(ctx, plan.Name, n1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Started, []string{consented.String()}) {
+		t.Errorf("started %v, want only %s", res.Started, consented)
+	}
+	for vm, want := range map[types.NamespacedName]string{
+		consented: cluster.RunStrategyRerunOnFailure, pinned: cluster.RunStrategyHalted, otherPlan: cluster.RunStrategyHalted,
+	} {
+		if got := jobtest.RunStrategyOf(t, env.Client, vm); got != want {
+			t.Errorf("VM %s has runStrategy %q, want %q", vm, got, want)
+		}
+	}
+}
+
 // TestRestoreWaitsForKubeVirt: no VM starts while KubeVirt is unhealthy;
 // the wait gives up with a message that says what it saw and what to do,
 // and succeeds once KubeVirt recovers.
@@ -269,7 +319,7 @@ func TestRestoreWaitsForKubeVirt(t *testing.T) {
 	jobtest.Node(t, env.Client, n1)
 	ns := jobtest.Namespace(t, env.Client)
 	vm := jobtest.VM(t, env.Client, ns, "pinned", n1, jobtest.Pinned)
-	plan := jobtest.Plan(t, env.Client, nil)
+	plan := jobtest.Plan(t, env.Client, func(p *v1beta1.UpgradePlan) { p.Spec.RestoreVM = ptr.To(true) })
 	kubeVirt(t, cluster.KubeVirtPhaseDeployed, "True")
 	if _, err := detector(env.Client, helper.RunStrategyPower{Client: env.Client}).Shutdown(ctx, plan.Name, n1); err != nil {
 		t.Fatal(err)

@@ -41,18 +41,6 @@ type RunStrategyPower struct {
 	Client client.Client
 }
 
-// runStrategy is the VM's effective run strategy: spec.runStrategy, else the
-// deprecated spec.running (true is Always), else Halted.
-func runStrategy(vm *kubevirtv1.VirtualMachine) string {
-	switch {
-	case vm.Spec.RunStrategy != nil:
-		return *vm.Spec.RunStrategy
-	case ptr.Deref(vm.Spec.Running, false):
-		return cluster.RunStrategyAlways
-	}
-	return cluster.RunStrategyHalted
-}
-
 // update applies change to the VM with a merge patch guarded by its
 // resourceVersion, retrying on conflicts; change reports whether it changed
 // anything.
@@ -73,7 +61,7 @@ func (p RunStrategyPower) update(ctx context.Context, key types.NamespacedName, 
 // Stop halts the VM and remembers its run strategy.
 func (p RunStrategyPower) Stop(ctx context.Context, key types.NamespacedName) error {
 	err := p.update(ctx, key, func(vm *kubevirtv1.VirtualMachine) bool {
-		current := runStrategy(vm)
+		current := cluster.RunStrategy(vm)
 		if current == cluster.RunStrategyHalted {
 			return false
 		}
@@ -99,7 +87,7 @@ func (p RunStrategyPower) Stop(ctx context.Context, key types.NamespacedName) er
 func (p RunStrategyPower) Start(ctx context.Context, key types.NamespacedName) error {
 	err := p.update(ctx, key, func(vm *kubevirtv1.VirtualMachine) bool {
 		recorded := vm.Annotations[v1beta1.AnnotationRestoreRunStrategy]
-		halted := runStrategy(vm) == cluster.RunStrategyHalted
+		halted := cluster.RunStrategy(vm) == cluster.RunStrategyHalted
 		if !halted && recorded == "" {
 			return false
 		}

@@ -9,11 +9,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/waitfor"
 )
@@ -50,7 +52,9 @@ type RestoreResult struct {
 // +kubebuilder:rbac:groups=kubevirt.io,resources=kubevirts,verbs=get
 
 // Restore waits until KubeVirt is healthy, then starts exactly the VMs the
-// plan's restore list records for the node, and records RestoreVMCompleted
+// plan's restore list records for the node (without spec.restoreVM, only
+// those the operator let the upgrade shut down: annotation
+// shutdown-for-upgrade naming the plan), and records RestoreVMCompleted
 // (and RestoreVMFailed when a VM could not be started) on the plan. VMs
 // deleted since are reported, not failed. A VM that could not be started
 // makes it fail with ErrVMRestore, after it tried every VM.
@@ -62,6 +66,11 @@ func (r *Restorer) Restore(ctx context.Context, planName, node string) (RestoreR
 	vms, found, err := RecordedVMs(ctx, r.Client, plan.Name, node)
 	if err != nil {
 		return RestoreResult{}, err
+	}
+	if !plan.RestoreVMEnabled() {
+		if vms, err = r.consented(ctx, plan.Name, vms); err != nil {
+			return RestoreResult{}, err
+		}
 	}
 	var res RestoreResult
 	for _, vm := range vms {
@@ -121,4 +130,24 @@ func orDefault(d, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+// consented keeps of vms those whose shutdown-for-upgrade annotation names
+// the plan: the operator let the upgrade shut them down on the promise that
+// they are started again after the node's upgrade.
+func (r *Restorer) consented(ctx context.Context, plan string, vms []types.NamespacedName) ([]types.NamespacedName, error) {
+	var out []types.NamespacedName
+	for _, key := range vms {
+		vm := &kubevirtv1.VirtualMachine{}
+		if err := r.Client.Get(ctx, key, vm); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("reading VM %s: %w", key, err)
+		}
+		if vm.Annotations[v1beta1.AnnotationShutdownForUpgrade] == plan {
+			out = append(out, key)
+		}
+	}
+	return out, nil
 }

@@ -13,6 +13,8 @@
 package jobspec
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -47,6 +49,11 @@ const (
 
 // NodeTypes lists the node job types in the order of an upgrade.
 var NodeTypes = []string{Prepare, PreDrain, PostDrain, SingleNodeUpgrade, ImageCleanup}
+
+// EvacuationWait is how long a pre-drain Job waits for its node's VMs to
+// leave before it fails: the plan tells the operator of a node held for a
+// VM whose migration fails when the node will fail.
+const EvacuationWait = 45 * time.Minute
 
 // RestoreVM is the restore-vm Job's type (its job-type label).
 const RestoreVM = v1beta1.JobTypeRestoreVM

@@ -4,6 +4,7 @@ package manager
 
 import (
 	"fmt"
+	"strings"
 	"time"
 	"unique"
 
@@ -261,6 +262,58 @@ func stripLogText(obj any) (any, error) {
 	return obj, nil
 }
 
+// stripVM keeps of a cached VM what the VM ledger reads: its run strategy,
+// status and the toolkit's own annotations. Its template (disks, networks,
+// devices) and the other annotations (Harvester keeps the volume claims'
+// templates there, kilobytes of JSON) are most of a VM, and there is one
+// per VM of the cluster. The manager changes VMs only by patches computed
+// from the cached copy, which carry just the change.
+func stripVM(obj any) (any, error) {
+	if vm, ok := obj.(*kubevirtv1.VirtualMachine); ok {
+		for k := range vm.Annotations {
+			if !strings.HasPrefix(k, v1beta1.Prefix) {
+				delete(vm.Annotations, k)
+			}
+		}
+		vm.Labels = nil
+		shareMeta(&vm.ObjectMeta)
+		vm.Spec = kubevirtv1.VirtualMachineSpec{Running: vm.Spec.Running, RunStrategy: vm.Spec.RunStrategy}
+	}
+	return obj, nil
+}
+
+// stripVMI keeps of a cached VM instance its status (where it runs, its
+// phase, its last migration): the spec is the VM's template again.
+func stripVMI(obj any) (any, error) {
+	if vmi, ok := obj.(*kubevirtv1.VirtualMachineInstance); ok {
+		vmi.Annotations = nil
+		shareMeta(&vmi.ObjectMeta)
+		vmi.Spec = kubevirtv1.VirtualMachineInstanceSpec{}
+	}
+	return obj, nil
+}
+
+// stripLonghorn keeps of a cached Longhorn engine its replicas' modes and
+// of a replica its node, with their names: what the counts of replicas
+// being rebuilt read. There are several per volume; Longhorn's labels,
+// annotations and owners on them are of no use to the manager.
+func stripLonghorn(obj any) (any, error) {
+	var m *metav1.ObjectMeta
+	switch o := obj.(type) {
+	case *longhornv1beta2.Engine:
+		o.Spec, o.Status = longhornv1beta2.EngineSpec{}, longhornv1beta2.EngineStatus{ReplicaModeMap: o.Status.ReplicaModeMap}
+		m = &o.ObjectMeta
+	case *longhornv1beta2.Replica:
+		o.Spec, o.Status = longhornv1beta2.ReplicaSpec{NodeID: o.Spec.NodeID}, longhornv1beta2.ReplicaStatus{}
+		m = &o.ObjectMeta
+	default:
+		return obj, nil
+	}
+	m.Labels, m.Annotations, m.OwnerReferences = nil, nil, nil
+	shareMeta(m)
+	return obj, nil
+}
+
 // stripMeta is the transform of the kinds with an object per node that the
 // manager reads only the metadata of (machine-plan Secrets) or reads little
 // of beyond it (Machines): shareMeta.
@@ -326,6 +379,7 @@ func shared(s string) string { return unique.Make(s).Value() }
 // +kubebuilder:rbac:groups=batch,namespace=harvester-system,resources=jobs,verbs=list;watch
 // +kubebuilder:rbac:groups=harvesterhci.io,namespace=harvester-system,resources=versions;virtualmachineimages,verbs=list;watch
 // +kubebuilder:rbac:groups=kubevirt.io,namespace=harvester-system,resources=kubevirts,verbs=list;watch
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines;virtualmachineinstances;virtualmachineinstancemigrations,verbs=list;watch
 // +kubebuilder:rbac:groups=batch,namespace=cattle-system,resources=jobs,verbs=list;watch
 // +kubebuilder:rbac:groups=upgrade.cattle.io,namespace=cattle-system,resources=plans,verbs=list;watch
 // +kubebuilder:rbac:groups="",namespace=fleet-local,resources=secrets,verbs=list;watch
@@ -374,6 +428,8 @@ func cacheOptions(upgradeLog bool, plans *planstatus.Store) cache.Options {
 	configMaps.Transform = stripLogText
 	machines := in(cluster.FleetLocalNamespace)
 	machines.Transform = stripMeta
+	longhornInstances := in(cluster.LonghornNamespace)
+	longhornInstances.Transform = stripLonghorn
 	return cache.Options{
 		// Plans are watched as metadata and read whole only when someone
 		// else changed them (planstatus).
@@ -395,13 +451,19 @@ func cacheOptions(upgradeLog bool, plans *planstatus.Store) cache.Options {
 			&harvesterv1beta1.Version{}:             harvester,
 			&harvesterv1beta1.VirtualMachineImage{}: harvester,
 			&kubevirtv1.KubeVirt{}:                  harvester,
-			&upgradev1.Plan{}:                       in(cluster.CattleNamespace),
-			&capiv1beta1.Machine{}:                  machines,
-			&provisioningv1.Cluster{}:               fleetLocal,
-			&managementv3.ManagedChart{}:            fleetLocal,
-			&longhornv1beta2.Setting{}:              in(cluster.LonghornNamespace),
-			&longhornv1beta2.Volume{}:               in(cluster.LonghornNamespace),
-			&harvesterv1beta1.Addon{}:               in(cluster.KubeSystemNamespace, cluster.MonitoringNamespace),
+			// Every VM, for the plan's VM ledger: what it reads of them.
+			&kubevirtv1.VirtualMachine{}:                  {Transform: stripVM},
+			&kubevirtv1.VirtualMachineInstance{}:          {Transform: stripVMI},
+			&kubevirtv1.VirtualMachineInstanceMigration{}: {Transform: stripMeta},
+			&upgradev1.Plan{}:                             in(cluster.CattleNamespace),
+			&capiv1beta1.Machine{}:                        machines,
+			&provisioningv1.Cluster{}:                     fleetLocal,
+			&managementv3.ManagedChart{}:                  fleetLocal,
+			&longhornv1beta2.Setting{}:                    in(cluster.LonghornNamespace),
+			&longhornv1beta2.Volume{}:                     in(cluster.LonghornNamespace),
+			&longhornv1beta2.Engine{}:                     longhornInstances,
+			&longhornv1beta2.Replica{}:                    longhornInstances,
+			&harvesterv1beta1.Addon{}:                     in(cluster.KubeSystemNamespace, cluster.MonitoringNamespace),
 			// Of the many settings, the plan reads the versions.
 			&harvesterv1beta1.Setting{}:  {Field: serverVersion},
 			&managementv3.Setting{}:      {Field: serverVersion},

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
 )
 
 // TestStripPodKeepsWhatTheManagerReads: the cached pod keeps its node, its
@@ -114,6 +115,37 @@ func TestStripJobKeepsWhatTheManagerReads(t *testing.T) {
 	}
 	if !equality.Semantic.DeepEqual(j.Spec, batchv1.JobSpec{Suspend: ptr.To(true)}) {
 		t.Errorf("stripped Job kept what nothing reads: %+v", j.Spec)
+	}
+}
+
+// TestStripLonghornKeepsWhatTheManagerReads: a cached Longhorn engine keeps
+// its name and its replicas' modes, a replica its name and node; Longhorn's
+// labels, annotations and owners and the rest go.
+func TestStripLonghornKeepsWhatTheManagerReads(t *testing.T) {
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: cluster.LonghornNamespace,
+			Labels: map[string]string{"longhornvolume": "pvc-1"}, Annotations: map[string]string{"a": "b"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "longhorn.io/v1beta2", Kind: "Volume", Name: "pvc-1"}}}
+	}
+	bare := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: cluster.LonghornNamespace}
+	}
+	for _, tc := range []struct{ in, want any }{
+		{&longhornv1beta2.Engine{ObjectMeta: meta("pvc-1-e-0"), Spec: longhornv1beta2.EngineSpec{VolumeName: "pvc-1", NodeID: "n1"},
+			Status: longhornv1beta2.EngineStatus{CurrentState: "running", ReplicaModeMap: map[string]string{"pvc-1-r-1": "WO"},
+				ReplicaTransitionTimeMap: map[string]string{"pvc-1-r-1": "2026-01-02T03:04:05Z"}}},
+			&longhornv1beta2.Engine{ObjectMeta: bare("pvc-1-e-0"), Status: longhornv1beta2.EngineStatus{ReplicaModeMap: map[string]string{"pvc-1-r-1": "WO"}}}},
+		{&longhornv1beta2.Replica{ObjectMeta: meta("pvc-1-r-1"), Spec: longhornv1beta2.ReplicaSpec{VolumeName: "pvc-1", NodeID: "n1"},
+			Status: longhornv1beta2.ReplicaStatus{CurrentState: "running"}},
+			&longhornv1beta2.Replica{ObjectMeta: bare("pvc-1-r-1"), Spec: longhornv1beta2.ReplicaSpec{NodeID: "n1"}}},
+	} {
+		got, err := stripLonghorn(tc.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !equality.Semantic.DeepEqual(got, tc.want) {
+			t.Errorf("stripped %+v, want %+v", got, tc.want)
+		}
 	}
 }
 

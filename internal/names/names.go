@@ -55,6 +55,10 @@ func NodeJob(plan, jobType, node string) string {
 // RestoreVMConfigMap records, per node, the VMs shut down for the upgrade.
 func RestoreVMConfigMap(plan string) string { return Join(plan, "restore-vm") }
 
+// VMLedger records every VM the plan found when it started, and what the
+// upgrade did to each (internal/vmledger).
+func VMLedger(plan string) string { return Join(plan, "vm-ledger") }
+
 // ClusterUpgradeProgress is the ConfigMap in which the cluster-upgrade Job
 // records the steps it finished, so that a restarted pod resumes after them.
 func ClusterUpgradeProgress(plan string) string { return Join(plan, v1beta1.ComponentClusterUpgrade) }

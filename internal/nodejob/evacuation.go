@@ -6,11 +6,8 @@ import (
 	"sort"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
@@ -62,19 +59,22 @@ func remainingVMIs(vmis []kubevirtv1.VirtualMachineInstance) []*kubevirtv1.Virtu
 const listShown = 10
 
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances;virtualmachineinstancemigrations,verbs=list
-// +kubebuilder:rbac:groups="",resources=events,verbs=list
 
-// waitVMsGone waits until no instance runs on the node. With evacuate, an
-// instance whose evacuation migration failed (KubeVirt recorded a
-// FailedMigration warning) is stopped, and recorded for restore like the
-// ones the detector stopped, instead of blocking the drain.
+// waitVMsGone waits until no instance runs on the node. With evacuate, it
+// names each instance's migrations while KubeVirt evacuates the node; it
+// never stops a VM whose migration fails: the manager names the VM, holds
+// the node past the migration deadline and lets the operator choose (try
+// again, or shut it down with consent), and this wait fails the Job at its
+// end, saying the same.
 func (j *Job) waitVMsGone(evacuate bool) func(context.Context, *state) error {
-	return func(ctx context.Context, s *state) error {
+	return func(ctx context.Context, _ *state) error {
 		what := "every VM to leave node " + j.Node
 		hint := "stop or migrate the VMs named above by hand, then let the job retry"
 		if evacuate {
 			what = "KubeVirt to live-migrate every VM away from node " + j.Node
-			hint = "check the VMs' migrations (kubectl get vmim -A); migrate or stop the VMs named above by hand, then let the job retry"
+			hint = fmt.Sprintf("the VMs named above did not move (kubectl get vmim -A); for each, choose: try its migration again "+
+				"(kubectl annotate vm NAME -n NAMESPACE %s=\"$(date +%%s)\" --overwrite), or shut it down now and start it after the node's upgrade "+
+				"(kubectl annotate vm NAME -n NAMESPACE %s=%s); then retry the plan", v1beta1.AnnotationRetryMigration, v1beta1.AnnotationShutdownForUpgrade, j.Plan)
 		}
 		w := waitfor.Wait{What: what, Timeout: j.Timeouts.Evacuation, Interval: j.Timeouts.Interval, Hint: hint}
 		return w.Until(ctx, func(ctx context.Context) (bool, string, error) {
@@ -88,109 +88,59 @@ func (j *Job) waitVMsGone(evacuate bool) func(context.Context, *state) error {
 			}
 			var shown []string
 			for i, vmi := range left {
+				if i == listShown {
+					break
+				}
 				note := vmi.Status.Phase
 				if evacuate {
-					m, err := j.handleMigrations(ctx, s, vmi)
+					m, err := j.describeMigrations(ctx, vmi)
 					if err != nil {
 						return false, "", err
 					}
-					if m != "" {
-						note += ", " + m
-					}
+					note += m
 				}
-				if i < listShown {
-					shown = append(shown, fmt.Sprintf("%s/%s (%s)", vmi.Namespace, vmi.Name, note))
-				}
+				shown = append(shown, fmt.Sprintf("%s/%s (%s)", vmi.Namespace, vmi.Name, note))
 			}
 			return false, fmt.Sprintf("%d left: %s", len(left), strings.Join(shown, ", ")), nil
 		})
 	}
 }
 
-// handleMigrations looks at the instance's evacuation migrations, stops the
-// VM when one failed, and describes them.
-func (j *Job) handleMigrations(ctx context.Context, s *state, vmi *kubevirtv1.VirtualMachineInstance) (string, error) {
+// describeMigrations tells how an instance's evacuation goes: its latest
+// migration and phase, and the failed ones with the last reason.
+func (j *Job) describeMigrations(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) (string, error) {
 	var migs kubevirtv1.VirtualMachineInstanceMigrationList
 	if err := j.Client.List(ctx, &migs, client.InNamespace(vmi.Namespace), client.MatchingLabels{cluster.LabelMigrationVMIName: vmi.Name}); err != nil {
 		return "", err
 	}
-	var notes []string
+	var latest *kubevirtv1.VirtualMachineInstanceMigration
+	failed, reason := 0, ""
 	for i := range migs.Items {
 		m := &migs.Items[i]
-		if !strings.HasPrefix(m.Name, cluster.EvacuationMigrationPrefix) || m.Spec.VMIName != vmi.Name {
+		if m.Spec.VMIName != vmi.Name {
 			continue
 		}
-		notes = append(notes, fmt.Sprintf("migration %s %s", m.Name, m.Status.Phase))
-		if m.Status.Phase != cluster.MigrationPhaseFailed {
-			continue
+		if latest == nil || latest.CreationTimestamp.Before(&m.CreationTimestamp) {
+			latest = m
 		}
-		reason, err := failedMigrationEvent(ctx, j.Client, m)
-		if err != nil {
-			return "", err
-		}
-		if reason == "" {
-			continue // not KubeVirt's evacuation failure; another migration may be
-		}
-		if err := j.stopAfterFailedMigration(ctx, s, vmi, m.Name, reason); err != nil {
-			return "", err
-		}
-		notes = append(notes, "stopped: its live migration failed")
-	}
-	return strings.Join(notes, ", "), nil
-}
-
-// failedMigrationEvent returns the message of KubeVirt's FailedMigration
-// warning on the migration, "" when there is none: a Failed phase alone may
-// still be retried by KubeVirt.
-func failedMigrationEvent(ctx context.Context, c client.Reader, m *kubevirtv1.VirtualMachineInstanceMigration) (string, error) {
-	var events corev1.EventList
-	err := c.List(ctx, &events, client.InNamespace(m.Namespace), client.MatchingFields{
-		"involvedObject.kind": "VirtualMachineInstanceMigration",
-		"involvedObject.name": m.Name,
-		"type":                corev1.EventTypeWarning,
-		"reason":              cluster.EventFailedMigration,
-	})
-	if err != nil {
-		return "", fmt.Errorf("reading the events of migration %s/%s: %w", m.Namespace, m.Name, err)
-	}
-	if len(events.Items) == 0 {
-		return "", nil
-	}
-	return orDefault(events.Items[0].Message, cluster.EventFailedMigration), nil
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-// stopAfterFailedMigration records the VM for restore, then stops it.
-func (j *Job) stopAfterFailedMigration(ctx context.Context, s *state, vmi *kubevirtv1.VirtualMachineInstance, migration, reason string) error {
-	if s.plan == nil {
-		if err := j.readPlan(ctx, s); err != nil {
-			return err
+		if m.Status.Phase == cluster.MigrationPhaseFailed {
+			failed++
+			if st := m.Status.MigrationState; st != nil && st.FailureReason != "" {
+				reason = st.FailureReason
+			}
 		}
 	}
-	vm := types.NamespacedName{Namespace: vmi.Namespace, Name: vmi.Name}
-	if s.stopped[vm] {
-		return nil
+	var out string
+	if latest != nil {
+		out = fmt.Sprintf(", migration %s %s", latest.Name, latest.Status.Phase)
 	}
-	if _, err := helper.RecordVMs(ctx, j.Client, s.plan, j.Node, []types.NamespacedName{vm}); err != nil {
-		return err
+	if failed > 0 {
+		out += fmt.Sprintf(", %d failed migration(s)", failed)
+		if reason != "" {
+			out += ", last: " + reason
+		}
 	}
-	if err := j.Power.Stop(ctx, vm); err != nil {
-		return err
-	}
-	if s.stopped == nil {
-		s.stopped = map[types.NamespacedName]bool{}
-	}
-	s.stopped[vm] = true
-	log.FromContext(ctx).Info("stopped a VM whose evacuation failed", "vm", vm.String(), "migration", migration, "reason", reason)
-	j.detector().Events.Event(ctx, s.plan, corev1.EventTypeNormal, v1beta1.EventVMShutdownCompleted,
-		"Shut down VM %s on node %s because its live migration %s failed (%s); it is recorded for restore", vm, j.Node, migration, reason)
-	return nil
+	return out, nil
 }
 
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=list

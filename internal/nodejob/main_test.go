@@ -115,6 +115,7 @@ func fakeKubeVirt(c client.Client, node, target, pdbNamespace string, fail map[s
 			if fail[vmi.Name] {
 				if mig.Status.Phase != cluster.MigrationPhaseFailed {
 					mig.Status.Phase = cluster.MigrationPhaseFailed
+					mig.Status.MigrationState = &kubevirtv1.MigrationState{Failed: true, FailureReason: "source migration failed: volume is ReadWriteOnce"}
 					_ = c.Status().Update(ctx, mig)
 					_ = c.Create(ctx, &corev1.Event{
 						ObjectMeta: metav1.ObjectMeta{Namespace: vmi.Namespace, Name: mig.Name + ".failed"},

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -50,7 +49,7 @@ func DefaultTimeouts() Timeouts {
 	return Timeouts{
 		Repo:       10 * time.Minute,
 		Longhorn:   30 * time.Minute,
-		Evacuation: 45 * time.Minute,
+		Evacuation: jobspec.EvacuationWait,
 		PDB:        10 * time.Minute,
 		Kubelet:    30 * time.Minute,
 		Bundles:    3 * time.Minute,
@@ -160,8 +159,6 @@ type state struct {
 	release *release.Release
 	bundle  *release.BundleMetadata
 	plan    *v1beta1.UpgradePlan
-	// stopped are the VMs this run stopped after a failed migration.
-	stopped map[types.NamespacedName]bool
 }
 
 // repoURL is where the job reads the release from.

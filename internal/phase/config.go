@@ -79,6 +79,18 @@ type Deadlines struct {
 	// HealthGate: the cluster is not healthy enough to drain the next node
 	// (measured from when the gate first held that node).
 	HealthGate time.Duration
+	// MigrationProgress: a VM's live migration off a draining node has run
+	// this long without completing (or waited this long for a target):
+	// the plan names it as making no progress.
+	MigrationProgress time.Duration
+	// Migration: a VM's live migration has failed or made no progress this
+	// long (KubeVirt trying again meanwhile); the node is then held for the
+	// operator's choice, by an annotation on the VM: try again, or shut it
+	// down now and start it after the node's upgrade. Measured from the
+	// first trouble of the node's drain or the operator's last retry, the
+	// time the plan was paused left out. The node fails at last when its
+	// pre-drain Job's wait for the VMs runs out.
+	Migration time.Duration
 }
 
 // DefaultConfig returns the production configuration without the parts that
@@ -106,6 +118,10 @@ func DefaultConfig() Config {
 			Verify:        10 * time.Minute,
 			NodeJob:       2 * time.Hour,
 			HealthGate:    30 * time.Minute,
+			// KubeVirt's own progress timeout is 150 s: a migration that
+			// has not completed in two minutes is worth naming.
+			MigrationProgress: 2 * time.Minute,
+			Migration:         15 * time.Minute,
 		},
 		RetryWindow: 24 * time.Hour,
 	}

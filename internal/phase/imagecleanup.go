@@ -24,6 +24,9 @@ func (ImageCleanup) Name() string { return v1beta1.StepImageCleanup }
 
 // Run implements Phase.
 func (ImageCleanup) Run(ctx context.Context, s *Scope) (Result, error) {
+	if err := s.nodeReplicas(ctx); err != nil {
+		return Result{}, err
+	}
 	prev := s.Plan.Status.PreviousVersion
 	if prev == nil {
 		return Done(), nil

@@ -7,17 +7,23 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/preflight"
+	"github.com/harvester/upgrade-toolkit/internal/vmledger"
 )
 
 // Initialize records what the upgrade starts from (the Version snapshot, the
-// running Harvester version, whether the cluster has a single node) and runs
-// the pre-flight checks that must pass before anything is disrupted.
+// running Harvester version, whether the cluster has a single node), runs
+// the pre-flight checks that must pass before anything is disrupted, and
+// records every VM in the plan's VM ledger.
 type Initialize struct{}
 
 // Name implements Phase.
@@ -29,7 +35,7 @@ func (Initialize) Run(ctx context.Context, s *Scope) (Result, error) {
 		return FailFinal("metadata.name %q %s; create the plan again under such a name", s.Plan.Name, v.Message), nil
 	}
 	for _, step := range []func(context.Context, *Scope) (Result, error){
-		snapshotVersion, recordPreviousVersion, detectSingleNode, checkDiskSpace, checkCerts,
+		snapshotVersion, recordPreviousVersion, detectSingleNode, checkDiskSpace, checkCerts, recordVMs,
 	} {
 		if r, err := step(ctx, s); err != nil || !r.Done {
 			return r, err
@@ -177,4 +183,40 @@ func failures(verdicts []preflight.Verdict) []string {
 		}
 	}
 	return out
+}
+
+// The ledger's first record: every VM and instance, read from the API
+// server once.
+//
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines;virtualmachineinstances,verbs=list
+// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=configmaps,verbs=create
+
+// recordVMs records every VM as the upgrade starts, in the plan's VM ledger
+// (internal/vmledger): whether and where it runs, and how it will leave its
+// node. Once: a ledger that exists is the record, kept as it is.
+func recordVMs(ctx context.Context, s *Scope) (Result, error) {
+	key := vmledger.Key(s.Plan.Name)
+	if found, err := s.get(ctx, key.Namespace, key.Name, &corev1.ConfigMap{}, client.UnsafeDisableDeepCopy); err != nil || found {
+		return Done(), err
+	}
+	var vms kubevirtv1.VirtualMachineList
+	if err := s.APIReader.List(ctx, &vms); err != nil {
+		return Result{}, fmt.Errorf("listing the VMs to record them: %w", err)
+	}
+	var vmis kubevirtv1.VirtualMachineInstanceList
+	if err := s.APIReader.List(ctx, &vmis); err != nil {
+		return Result{}, fmt.Errorf("listing the VMs' instances to record them: %w", err)
+	}
+	var nodes corev1.NodeList
+	if err := s.Client.List(ctx, &nodes); err != nil {
+		return Result{}, err
+	}
+	cm, err := vmledger.NewConfigMap(s.Plan, vmledger.Snapshot(s.Now(), vms.Items, vmis.Items, nodes.Items, s.Plan.RestoreVMEnabled()))
+	if err != nil {
+		return Result{}, err
+	}
+	if err := s.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+		return Result{}, fmt.Errorf("creating the VM ledger %s: %w", key, err)
+	}
+	return Done(), nil
 }

@@ -169,6 +169,8 @@ func (s *Scope) jobFailure(ctx context.Context, what string, j *batchv1.Job, rea
 		fmt.Fprintf(&b, "; %s", why)
 	} else if logs := s.lastLogLines(ctx, j); logs != "" {
 		fmt.Fprintf(&b, "; last log lines:\n%s", logs)
+	} else if why := s.wasUnscheduled(ctx, j); why != "" {
+		fmt.Fprintf(&b, "; %s", why)
 	}
 	fmt.Fprintf(&b, "\nsee `kubectl -n %s logs job/%s` for the whole log", j.Namespace, j.Name)
 	return b.String()
@@ -207,15 +209,62 @@ func (s *Scope) unscheduled(ctx context.Context, j *batchv1.Job) string {
 		}
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				where := "any node"
-				if node := j.Labels[v1beta1.LabelNode]; node != "" {
-					where = "node " + node
-				}
-				return fmt.Sprintf("its pod %s %s %s: %s", p.Name, unschedulableMark, where, c.Message)
+				return unschedulable(j, p.Name, c.Message)
 			}
 		}
 	}
 	return ""
+}
+
+// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=events,verbs=list
+// +kubebuilder:rbac:groups="",namespace=cattle-system,resources=events,verbs=list
+
+// wasUnscheduled says why the Job's pod did not run once it is gone (the
+// Job controller deletes it when the Job's deadline passes, before the
+// failure is seen): the scheduler's last FailedScheduling event of a pod
+// of the Job, "" when there is none.
+func (s *Scope) wasUnscheduled(ctx context.Context, j *batchv1.Job) string {
+	if s.Kube == nil {
+		return ""
+	}
+	events, err := s.Kube.CoreV1().Events(j.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=Pod,reason=FailedScheduling",
+	})
+	if err != nil {
+		return ""
+	}
+	var last *corev1.Event
+	for i := range events.Items {
+		e := &events.Items[i]
+		if strings.HasPrefix(e.InvolvedObject.Name, j.Name+"-") && (last == nil || eventTime(e).After(eventTime(last))) {
+			last = e
+		}
+	}
+	if last == nil {
+		return ""
+	}
+	return unschedulable(j, last.InvolvedObject.Name, last.Message)
+}
+
+// unschedulable says that the Job's pod cannot be placed where the Job
+// wants it, with the scheduler's reason.
+func unschedulable(j *batchv1.Job, pod, reason string) string {
+	where := "any node"
+	if node := j.Labels[v1beta1.LabelNode]; node != "" {
+		where = "node " + node
+	}
+	return fmt.Sprintf("its pod %s %s %s: %s", pod, unschedulableMark, where, reason)
+}
+
+// eventTime is when an event was last seen, whichever API wrote it.
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
 }
 
 // lastLogLines returns the end of the log of the Job's newest pod, or "" when

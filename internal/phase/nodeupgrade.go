@@ -79,11 +79,26 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 	if failure != "" {
 		return Fail("%s", failure), nil
 	}
-	restoring, err := restoreVMs(ctx, s, nodes, obs)
+	ledger, err := s.Ledgers.Read(ctx, s.Client, s.Plan.Name)
+	if err != nil {
+		return Result{}, err
+	}
+	deadline, err := s.nodeVMs(ctx, nodes, ledger, obs.jobs[jobspec.PreDrain])
+	if err != nil {
+		return Result{}, err
+	}
+	if err := s.nodeReplicas(ctx); err != nil {
+		return Result{}, err
+	}
+	restoring, err := restoreVMs(ctx, s, nodes, obs, ledger)
 	if err != nil {
 		return Result{}, err
 	}
 	r := nodeUpgradeProgress(ctx, s, nodes, obs, restoring)
+	if wait := deadline.Sub(s.Clock.Now()); !deadline.IsZero() && (r.RequeueAfter == 0 || wait < r.RequeueAfter) {
+		// Nothing changes when a migration deadline passes: look then.
+		r = r.After(max(wait, time.Second))
+	}
 	if r.Done {
 		s.Kept.Forget(kept.NodeJobs(s.Plan.Name).Key(), kept.DrainRequestsKey)
 	}
@@ -208,6 +223,13 @@ func (s *Scope) nodeFailure(ctx context.Context, node string, d nodestate.Decisi
 		failure := s.jobFailure(ctx, what, j, d.Reason, d.Message)
 		if d.Reason == batchv1.JobReasonDeadlineExceeded && strings.Contains(before, unschedulableMark) {
 			failure += "\nbefore its deadline, " + before
+		}
+		if d.State == v1beta1.NodeStatePreDrainFailed {
+			// The Job gave up on VMs that would not move: say which, and
+			// what the operator can choose before the retry.
+			if vms, err := s.troublesOf(ctx, node); err == nil && vms != "" {
+				failure += "\n" + vms
+			}
 		}
 		return failure
 	}

@@ -103,6 +103,21 @@ func TestNodeUpgradeFailures(t *testing.T) {
 				h.FinishJob(cluster.HarvesterNamespace, names.NodeJob(plan, v1beta1.JobTypePreDrain, "node-1"), false)
 			},
 			want: "upgrading node node-1 failed in PreDrainFailed: Job harvester-system/" + "%s-node-upgrade-pre-drain-node-1 failed (BackoffLimitExceeded"},
+		{name: "pre-drain Job whose pod was never placed fails at its deadline", nodes: 3, state: v1beta1.NodeStatePreDrainFailed, noAcks: true,
+			act: func(h *plantest.Harness, plan string) {
+				h.RancherAsks("node-1", cluster.AnnotationRancherPreDrain)
+				job := h.NodeJob(plan, v1beta1.JobTypePreDrain, "node-1")
+				// The Job controller deleted the pod at the deadline: only
+				// the scheduler's event says why it never ran.
+				h.Must(h.C.Create(h.Ctx(), &corev1.Event{
+					ObjectMeta:     metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name + "-x7k2p.1"},
+					InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: job.Namespace, Name: job.Name + "-x7k2p"},
+					Reason:         "FailedScheduling", Type: corev1.EventTypeWarning, LastTimestamp: metav1.Now(),
+					Message: "0/3 nodes are available: 1 node(s) had untolerated taint {example.com/maintenance: disk}",
+				}))
+				h.FinishJob(cluster.HarvesterNamespace, job.Name, false)
+			},
+			want: "; its pod %s-node-upgrade-pre-drain-node-1-x7k2p cannot be scheduled on node node-1: 0/3 nodes are available: 1 node(s) had untolerated taint"},
 		{name: "post-drain Job fails", nodes: 2, state: v1beta1.NodeStatePostDrainFailed,
 			act: func(h *plantest.Harness, plan string) {
 				pre := h.RancherAsks("node-1", cluster.AnnotationRancherPreDrain)

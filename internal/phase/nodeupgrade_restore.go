@@ -12,6 +12,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/nodestate"
+	"github.com/harvester/upgrade-toolkit/internal/vmledger"
 )
 
 // restoreJobDeadline bounds restore-vm, which waits for KubeVirt 30 minutes
@@ -19,11 +20,12 @@ import (
 const restoreJobDeadline = 35 * 60
 
 // restoreVMs starts, for each node back from its reboot, a Job that restarts
-// the VMs shut down for it, and reports on each node how that goes. A slow
-// or failed restore never holds up the next node. It returns the nodes whose
-// restore still runs.
-func restoreVMs(ctx context.Context, s *Scope, nodes []corev1.Node, obs *observation) ([]string, error) {
-	if !s.Plan.RestoreVMEnabled() {
+// the VMs shut down for it (with spec.restoreVM, all of them; without, those
+// the operator consented to, as the ledger l records), and reports on each
+// node how that goes. A slow or failed restore never holds up the next node.
+// It returns the nodes whose restore still runs.
+func restoreVMs(ctx context.Context, s *Scope, nodes []corev1.Node, obs *observation, l *vmledger.Ledger) ([]string, error) {
+	if !s.Plan.RestoreVMEnabled() && l == nil {
 		return nil, nil
 	}
 	cm := &corev1.ConfigMap{}
@@ -35,7 +37,11 @@ func restoreVMs(ctx context.Context, s *Scope, nodes []corev1.Node, obs *observa
 	for i := range nodes {
 		n := &nodes[i]
 		st := s.Plan.Status.NodeUpgradeStatuses[n.Name]
-		if !nodestate.Upgraded(st.State) || strings.TrimSpace(cm.Data[n.Name]) == "" || cluster.IsWitness(n) {
+		vms := cm.Data[n.Name]
+		if !s.Plan.RestoreVMEnabled() {
+			vms = strings.Join(l.Consented(n.Name), ",")
+		}
+		if !nodestate.Upgraded(st.State) || strings.TrimSpace(vms) == "" || cluster.IsWitness(n) {
 			continue
 		}
 		j := obs.jobs[jobspec.RestoreVM][n.Name]
@@ -51,15 +57,15 @@ func restoreVMs(ctx context.Context, s *Scope, nodes []corev1.Node, obs *observa
 			if err := s.create(ctx, job, v1beta1.ComponentNodeUpgrade); err != nil {
 				return nil, err
 			}
-			s.setNodeState(n.Name, st.State, "", "restoring the VMs shut down for the upgrade: "+cm.Data[n.Name])
+			s.setNodeState(n.Name, st.State, "", "restoring the VMs shut down for the upgrade: "+vms)
 			running = append(running, n.Name)
 			continue
 		}
 		switch state, reason, msg := JobOutcome(j); state {
 		case JobSucceeded:
-			s.setNodeState(n.Name, st.State, "", "restored the VMs shut down for the upgrade: "+cm.Data[n.Name])
+			s.setNodeState(n.Name, st.State, "", "restored the VMs shut down for the upgrade: "+vms)
 		case JobFailed:
-			if s.setNodeState(n.Name, st.State, "RestoreVMFailed", fmt.Sprintf("restoring the VMs failed (%s: %s): start them by hand: %s", reason, msg, cm.Data[n.Name])) {
+			if s.setNodeState(n.Name, st.State, "RestoreVMFailed", fmt.Sprintf("restoring the VMs failed (%s: %s): start them by hand: %s", reason, msg, vms)) {
 				s.Event(corev1.EventTypeWarning, v1beta1.EventRestoreVMFailed, "Restoring VMs on node %s failed: Job %s/%s %s: %s", n.Name, j.Namespace, j.Name, reason, msg)
 			}
 		default:

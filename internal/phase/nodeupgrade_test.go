@@ -100,7 +100,11 @@ func TestMultiNodeUpgradeToSucceeded(t *testing.T) {
 			strings.Join(c.Command, " ") != "upgrade-toolkit node pre-drain" || pre.Labels[v1beta1.LabelNode] != n {
 			t.Errorf("pre-drain Job of %s: %+v %+v", n, pre.Labels, c)
 		}
-		h.WaitProgressing(p.Name, fmt.Sprintf("%d of 3 nodes upgraded", i+1))
+		if i < len(nodes)-1 {
+			// After the last node the plan may be past NodeUpgrade before
+			// a look sees its count: the event below says it instead.
+			h.WaitProgressing(p.Name, fmt.Sprintf("%d of 3 nodes upgraded", i+1))
+		}
 	}
 	h.WaitEvent(p.Name, "NodeRebootVerified: Node node-3 rebooted into Harvester v1.8.0")
 

@@ -20,6 +20,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/kept"
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
+	"github.com/harvester/upgrade-toolkit/internal/vmledger"
 )
 
 // Phase is the work of one pipeline step.
@@ -121,6 +122,9 @@ type Scope struct {
 	// Kept holds the lists a pass reads (managed nodes, Jobs, drain
 	// requests) from one pass to the next; nil reads them afresh each pass.
 	Kept *kept.Lists
+	// Ledgers reads the plan's VM ledger, parsed once per version; nil
+	// parses it on every read.
+	Ledgers *vmledger.Cache
 	// Events are recorded after the status write.
 	Events []Event
 	// working is Plan as a working copy (SetWorkingCopy), whose node map

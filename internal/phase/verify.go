@@ -109,9 +109,15 @@ func (s *Scope) gatePassed(gate string) bool {
 	return found
 }
 
+// maxCheckMessage is the longest message status.checks takes.
+const maxCheckMessage = 2048
+
 // setCheck records a check's result; its timestamp moves only when the
-// result changes.
+// result changes. A message too long for the API is cut.
 func (s *Scope) setCheck(name string, result v1beta1.CheckResult, message string) {
+	if len(message) > maxCheckMessage {
+		message = strings.ToValidUTF8(message[:maxCheckMessage-3], "") + "..."
+	}
 	st := &s.Plan.Status
 	for i := range st.Checks {
 		c := &st.Checks[i]

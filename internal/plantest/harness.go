@@ -40,6 +40,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/common"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/controller"
 	"github.com/harvester/upgrade-toolkit/internal/manager"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
@@ -253,6 +254,9 @@ func (h *Harness) Cleanup() {
 		{&batchv1.Job{}, []client.DeleteAllOfOption{client.InNamespace(cluster.HarvesterNamespace)}},
 		{&batchv1.Job{}, []client.DeleteAllOfOption{client.InNamespace(cluster.CattleNamespace)}},
 		{&corev1.Secret{}, []client.DeleteAllOfOption{client.InNamespace(cluster.FleetLocalNamespace)}},
+		{&kubevirtv1.VirtualMachine{}, []client.DeleteAllOfOption{client.InNamespace(VMNamespace)}},
+		{&kubevirtv1.VirtualMachineInstance{}, []client.DeleteAllOfOption{client.InNamespace(VMNamespace)}},
+		{&kubevirtv1.VirtualMachineInstanceMigration{}, []client.DeleteAllOfOption{client.InNamespace(VMNamespace)}},
 	} {
 		if err := h.C.DeleteAllOf(ctx, del.obj, del.opts...); err != nil {
 			h.T.Errorf("deleting %T: %v", del.obj, err)

@@ -7,6 +7,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -136,6 +137,38 @@ func (h *Harness) Volume(name, robustness string) {
 	}
 	v.Status.State, v.Status.Robustness = cluster.LonghornVolumeAttached, robustness
 	h.Must(h.C.Status().Update(h.Ctx(), v))
+}
+
+// Replicas plays Longhorn's engine of a volume and its replicas: one
+// replica per "node=mode" given (mode RW, WO or ERR), named
+// <volume>-r-<node>, and the engine <volume>-e-0 reporting their modes. A
+// second call sets the modes again.
+func (h *Harness) Replicas(volume string, modes ...string) {
+	h.T.Helper()
+	ctx := h.Ctx()
+	create := func(obj client.Object) {
+		err := h.C.Create(ctx, obj)
+		if apierrors.IsAlreadyExists(err) {
+			return
+		}
+		h.Must(err)
+		// The API server outlives the test: later tests must not see it.
+		h.T.Cleanup(func() { _ = h.C.Delete(context.Background(), obj) })
+	}
+	byName := map[string]string{}
+	for _, m := range modes {
+		node, mode, _ := strings.Cut(m, "=")
+		name := volume + "-r-" + node
+		byName[name] = mode
+		create(&longhornv1beta2.Replica{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.LonghornNamespace, Name: name},
+			Spec: longhornv1beta2.ReplicaSpec{VolumeName: volume, NodeID: node}})
+	}
+	e := &longhornv1beta2.Engine{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.LonghornNamespace, Name: volume + "-e-0"},
+		Spec: longhornv1beta2.EngineSpec{VolumeName: volume}}
+	create(e.DeepCopy())
+	h.Must(h.C.Get(ctx, client.ObjectKeyFromObject(e), e))
+	e.Status.CurrentState, e.Status.ReplicaModeMap = cluster.LonghornEngineRunning, byName
+	h.Must(h.C.Status().Update(ctx, e))
 }
 
 // Retry sets the plan's retry annotation, as the operator does.

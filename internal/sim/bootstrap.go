@@ -455,10 +455,12 @@ func wranglerNow() string { return time.Now().UTC().Format(time.RFC3339) }
 const LostReplicaNode = "lost-node"
 
 // volumes places VolumesPerNode volumes per managed node, each with up to
-// three replicas on consecutive nodes.
+// three replicas on consecutive nodes and its engine on the first of them,
+// every replica in sync (but one on LostReplicaNode).
 func (s *Sim) volumes() []statusObject {
 	nodes := s.cfg.nodeNames()
 	replicas := min(3, len(nodes))
+	now := time.Now().UTC().Format(time.RFC3339)
 	var out []statusObject
 	for i := 0; i < len(nodes)*max(s.cfg.VolumesPerNode, 0); i++ {
 		var placed []string
@@ -473,16 +475,41 @@ func (s *Sim) volumes() []statusObject {
 		pvc := fmt.Sprintf("data-%d", i+1)
 		out = append(out, statusObject{
 			obj: &longhornv1beta2.Volume{
-				ObjectMeta: metav1.ObjectMeta{
-					Namespace: cluster.LonghornNamespace, Name: name,
-					Annotations: map[string]string{annotationReplicaNodes: strings.Join(placed, ",")},
-				},
-				Spec: longhornv1beta2.VolumeSpec{NumberOfReplicas: replicas, Size: "10737418240"},
+				ObjectMeta: metav1.ObjectMeta{Namespace: cluster.LonghornNamespace, Name: name},
+				Spec:       longhornv1beta2.VolumeSpec{NumberOfReplicas: replicas, Size: "10737418240"},
 			},
 			status: func(o client.Object) {
 				o.(*longhornv1beta2.Volume).Status = longhornv1beta2.VolumeStatus{
 					State: cluster.LonghornVolumeAttached, Robustness: robustness, CurrentNodeID: placed[0],
 					KubernetesStatus: longhornv1beta2.KubernetesStatus{Namespace: "default", PVCName: pvc, PVName: name},
+				}
+			},
+		})
+		modes, since := map[string]string{}, map[string]string{}
+		for _, node := range placed {
+			r := replicaName(name, node)
+			mode, state := replicaModeRW, instanceRunning
+			if node == LostReplicaNode {
+				mode, state = replicaModeERR, instanceUnknown
+			}
+			modes[r], since[r] = mode, now
+			out = append(out, statusObject{
+				obj: &longhornv1beta2.Replica{
+					ObjectMeta: metav1.ObjectMeta{Namespace: cluster.LonghornNamespace, Name: r,
+						Labels: map[string]string{labelLonghornVolume: name, labelLonghornNode: node}},
+					Spec: longhornv1beta2.ReplicaSpec{VolumeName: name, NodeID: node},
+				},
+				status: func(o client.Object) { o.(*longhornv1beta2.Replica).Status.CurrentState = state },
+			})
+		}
+		out = append(out, statusObject{
+			obj: &longhornv1beta2.Engine{
+				ObjectMeta: metav1.ObjectMeta{Namespace: cluster.LonghornNamespace, Name: engineName(name)},
+				Spec:       longhornv1beta2.EngineSpec{VolumeName: name, NodeID: placed[0]},
+			},
+			status: func(o client.Object) {
+				o.(*longhornv1beta2.Engine).Status = longhornv1beta2.EngineStatus{
+					CurrentState: instanceRunning, ReplicaModeMap: modes, ReplicaTransitionTimeMap: since,
 				}
 			},
 		})
@@ -511,7 +538,7 @@ func (s *Sim) createVM(ctx context.Context, vm VM) error {
 	}
 	running := vm.RunStrategy == runStrategyAlways || vm.RunStrategy == runStrategyRerunOnFailure
 	if err := s.createWithStatus(ctx, statusObject{obj: obj, status: func(o client.Object) {
-		o.(*kubevirtv1.VirtualMachine).Status = vmStatus(running, running)
+		o.(*kubevirtv1.VirtualMachine).Status = vmStatus(running, running, vm.RunStrategy)
 	}}); err != nil {
 		return err
 	}

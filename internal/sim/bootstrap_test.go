@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -36,6 +37,7 @@ func TestConfigValidation(t *testing.T) {
 		{"duplicate VM", Config{Nodes: 1, VMs: []VM{{Name: "a", Node: "node-1"}, {Name: "a", Node: "node-1"}}}, "listed twice"},
 		{"bad run strategy", Config{Nodes: 1, VMs: []VM{{Name: "a", Node: "node-1", RunStrategy: "Sometimes"}}}, `run strategy "Sometimes"`},
 		{"disk of unknown node", Config{Nodes: 1, DiskByNode: map[string]Disk{"node-7": {}}}, `names node "node-7"`},
+		{"fault of unknown VM", Config{Nodes: 1, Faults: FaultSet{OwnerStops: []string{"vm-node-1-1"}}}, `FaultSet.OwnerStops names VM "vm-node-1-1"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.setDefaults()
@@ -129,8 +131,21 @@ func TestBootstrap(t *testing.T) {
 		t.Fatalf("volumes: %d, %v", len(vols.Items), err)
 	}
 	for _, v := range vols.Items {
-		if v.Status.Robustness != robustnessHealthy || len(replicaNodes(&v)) != 3 {
-			t.Errorf("volume %s: %+v replicas %v", v.Name, v.Status, replicaNodes(&v))
+		var replicas longhornv1beta2.ReplicaList
+		if err := c.List(ctx, &replicas, client.MatchingLabels{labelLonghornVolume: v.Name}); err != nil {
+			t.Fatal(err)
+		}
+		e := &longhornv1beta2.Engine{}
+		get(t, client.ObjectKey{Namespace: cluster.LonghornNamespace, Name: v.Name + "-e-0"}, e)
+		if v.Status.Robustness != robustnessHealthy || len(replicas.Items) != 3 || len(e.Status.ReplicaModeMap) != 3 ||
+			e.Spec.NodeID != v.Status.CurrentNodeID || e.Status.CurrentState != instanceRunning {
+			t.Errorf("volume %s: %+v, %d replicas, engine %+v %+v", v.Name, v.Status, len(replicas.Items), e.Spec, e.Status)
+		}
+		for _, r := range replicas.Items {
+			if !regexp.MustCompile(`^`+v.Name+`-r-[0-9a-f]{8}$`).MatchString(r.Name) || r.Spec.VolumeName != v.Name ||
+				r.Labels[labelLonghornNode] != r.Spec.NodeID || r.Status.CurrentState != instanceRunning || e.Status.ReplicaModeMap[r.Name] != replicaModeRW {
+				t.Errorf("replica %s: %+v %+v labels %v, mode %q", r.Name, r.Spec, r.Status, r.Labels, e.Status.ReplicaModeMap[r.Name])
+			}
 		}
 	}
 

@@ -203,6 +203,21 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("sim: VM %s has run strategy %q: use Always, RerunOnFailure, Manual or Halted", key, vm.RunStrategy))
 		}
 	}
+	faulty := map[string]string{}
+	for _, m := range c.Faults.Migrations {
+		faulty[m.VM] = "FaultSet.Migrations"
+	}
+	for _, vm := range c.Faults.ForcedDrain {
+		faulty[vm] = "FaultSet.ForcedDrain"
+	}
+	for _, vm := range c.Faults.OwnerStops {
+		faulty[vm] = "FaultSet.OwnerStops"
+	}
+	for vm, knob := range faulty {
+		if !seen[vm] {
+			errs = append(errs, fmt.Errorf("sim: %s names VM %q, which Config.VMs does not have: name a VM as namespace/name", knob, vm))
+		}
+	}
 	for node := range c.DiskByNode {
 		if !nodes[node] && node != c.witnessName() {
 			errs = append(errs, fmt.Errorf("sim: Config.DiskByNode names node %q, which the cluster does not have", node))

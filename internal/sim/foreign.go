@@ -49,13 +49,21 @@ const (
 	vmiPhaseRunning               = "Running"
 	vmiPhaseScheduling            = "Scheduling"
 	migrationPending              = "Pending"
+	migrationRunning              = "Running"
 	migrationSucceeded            = "Succeeded"
+	migrationFailed               = "Failed"
 
-	// Longhorn. annotationReplicaNodes is the simulator's own record of where
-	// a volume's replicas live (real Longhorn keeps Replica objects).
-	annotationReplicaNodes = "sim.upgrade-toolkit.harvesterhci.io/replica-nodes"
-	robustnessHealthy      = "healthy"
-	robustnessDegraded     = cluster.LonghornRobustnessDegraded
+	// Longhorn: the labels it gives a replica (its volume, its node), the
+	// modes its engine reports of a replica, an instance's states.
+	labelLonghornVolume = "longhornvolume"
+	labelLonghornNode   = "longhornnode"
+	robustnessHealthy   = "healthy"
+	robustnessDegraded  = cluster.LonghornRobustnessDegraded
+	replicaModeRW       = cluster.LonghornReplicaRW
+	replicaModeWO       = cluster.LonghornReplicaWO
+	replicaModeERR      = "ERR"
+	instanceRunning     = cluster.LonghornEngineRunning
+	instanceUnknown     = "unknown"
 
 	// Harvester's image controller (CDI backend).
 	condImageInitialized     = "Initialized"

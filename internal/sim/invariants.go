@@ -25,6 +25,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
+	"github.com/harvester/upgrade-toolkit/internal/vmledger"
 )
 
 // The rules the Checker enforces.
@@ -42,11 +43,17 @@ const (
 	// (nodes cordoned before are not counted).
 	RuleOneNodeCordoned = "one-node-cordoned"
 	// RuleVMLeftStopped: a VM that ran before the plan and is stopped after it
-	// is recorded in the plan's restore-vm ConfigMap.
+	// is recorded in the plan's restore-vm ConfigMap, or as its owner's stop
+	// in the plan's VM ledger.
 	RuleVMLeftStopped = "vm-left-stopped"
 	// RuleVMNotRestored: after a plan that Succeeded with spec.restoreVM,
 	// every VM that ran before and was recorded runs again.
 	RuleVMNotRestored = "vm-not-restored"
+	// RuleVMOffAtSuccess: no VM that ran before a plan is off (halted, or
+	// without a running instance) when the plan Succeeded, unless the plan's
+	// VM ledger records that its owner stopped it, or the upgrade shut it
+	// down as planned (it cannot live-migrate) without spec.restoreVM.
+	RuleVMOffAtSuccess = "vm-off-at-success"
 	// RuleLeftBehind: nothing labelled with the plan is left once it ended.
 	RuleLeftBehind = "left-behind"
 	// RuleJobStartedTwice: no Job of a plan is created again under the same
@@ -454,7 +461,9 @@ func (c *Checker) ObserveVM(vm *kubevirtv1.VirtualMachine) {
 
 // CheckFinished checks a plan that ended (or was deleted): no VM that ran
 // before is left stopped unless recorded in the plan's restore-vm ConfigMap
-// (and, after a Succeeded plan with spec.restoreVM, none recorded is),
+// or as its owner's stop in its VM ledger (and, after a Succeeded plan with
+// spec.restoreVM, none recorded for restore is; after a Succeeded plan, no
+// VM is off but as recorded: RuleVMOffAtSuccess),
 // and nothing labelled with the plan is left. It returns the new violations,
 // which Violations also lists from then on.
 func (c *Checker) CheckFinished(ctx context.Context, r client.Reader, plan string) ([]Violation, error) {
@@ -474,6 +483,10 @@ func (c *Checker) CheckFinished(ctx context.Context, r client.Reader, plan strin
 		return nil, err
 	}
 	restored := p.Status.CurrentPhase == v1beta1.PhaseSucceeded && p.RestoreVMEnabled()
+	records, err := ledgerRecords(ctx, r, plan)
+	if err != nil {
+		return nil, err
+	}
 	var vms kubevirtv1.VirtualMachineList
 	if err := r.List(ctx, &vms); err != nil {
 		return nil, err
@@ -483,7 +496,7 @@ func (c *Checker) CheckFinished(ctx context.Context, r client.Reader, plan strin
 		vm := &vms.Items[i]
 		key := vmKey(vm.Namespace, vm.Name)
 		want := wantsRunning(vm)
-		if c.ranBefore[key] && want != nil && !*want && !recorded[key] {
+		if c.ranBefore[key] && want != nil && !*want && !recorded[key] && !ownerStopped(records[key]) {
 			found = append(found, Violation{Plan: plan, Rule: RuleVMLeftStopped, Message: fmt.Sprintf("VM %s ran before the upgrade and is stopped, but %s/%s does not record it", key, cluster.HarvesterNamespace, names.RestoreVMConfigMap(plan))})
 		}
 		if c.ranBefore[key] && want != nil && !*want && recorded[key] && restored {
@@ -491,6 +504,13 @@ func (c *Checker) CheckFinished(ctx context.Context, r client.Reader, plan strin
 		}
 	}
 	c.mu.Unlock()
+	if p.Status.CurrentPhase == v1beta1.PhaseSucceeded {
+		off, err := c.offAtSuccess(ctx, r, p, records)
+		if err != nil {
+			return nil, err
+		}
+		found = append(found, off...)
+	}
 
 	left, err := labelledWith(ctx, r, plan)
 	if err != nil {
@@ -510,6 +530,73 @@ func (c *Checker) CheckFinished(ctx context.Context, r client.Reader, plan strin
 		}
 	}
 	return fresh, nil
+}
+
+// offAtSuccess checks RuleVMOffAtSuccess for a plan that Succeeded: it
+// reads the VMs' instances itself and takes from the plan's ledger only
+// what it recorded.
+func (c *Checker) offAtSuccess(ctx context.Context, r client.Reader, p *v1beta1.UpgradePlan, records map[string]*vmledger.Record) ([]Violation, error) {
+	var vms kubevirtv1.VirtualMachineList
+	if err := r.List(ctx, &vms); err != nil {
+		return nil, err
+	}
+	var vmis kubevirtv1.VirtualMachineInstanceList
+	if err := r.List(ctx, &vmis); err != nil {
+		return nil, err
+	}
+	running := map[string]bool{} // an instance that has not ended, nor is being deleted
+	for _, vmi := range vmis.Items {
+		running[vmKey(vmi.Namespace, vmi.Name)] = vmi.DeletionTimestamp == nil &&
+			vmi.Status.Phase != cluster.VMIPhaseSucceeded && vmi.Status.Phase != cluster.VMIPhaseFailed
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var found []Violation
+	for i := range vms.Items {
+		vm := &vms.Items[i]
+		key := vmKey(vm.Namespace, vm.Name)
+		want := wantsRunning(vm)
+		if !c.ranBefore[key] || (running[key] && (want == nil || *want)) {
+			continue
+		}
+		rec := records[key]
+		if rec != nil && (ownerStopped(rec) || rec.Leave == vmledger.LeaveStop && !p.RestoreVMEnabled()) {
+			continue
+		}
+		found = append(found, Violation{Plan: p.Name, Rule: RuleVMOffAtSuccess, Message: fmt.Sprintf("VM %s ran before the upgrade and is off at its Succeeded end, but the VM ledger %s does not record its owner's stop", key, vmledger.Key(p.Name))})
+	}
+	return found, nil
+}
+
+// ledgerRecords reads the records of the plan's VM ledger, by VM; empty
+// when it has none.
+func ledgerRecords(ctx context.Context, r client.Reader, plan string) (map[string]*vmledger.Record, error) {
+	l, _, err := vmledger.Read(ctx, r, plan)
+	records := map[string]*vmledger.Record{}
+	if err != nil || l == nil {
+		return records, err
+	}
+	for i := range l.Records {
+		records[l.Records[i].VM] = &l.Records[i]
+	}
+	return records, nil
+}
+
+// ownerStopped reports whether the last stop the ledger records of a VM is
+// its owner's.
+func ownerStopped(r *vmledger.Record) bool {
+	if r == nil {
+		return false
+	}
+	for i := len(r.Events) - 1; i >= 0; i-- {
+		switch e := r.Events[i]; e.Kind {
+		case vmledger.StoppedEvent, vmledger.Deleted:
+			return e.Cause == vmledger.CauseOwner
+		case vmledger.Ended, vmledger.Started:
+			return false
+		}
+	}
+	return false
 }
 
 // labelledWith lists the objects of the kinds a plan creates that carry its

@@ -2,12 +2,15 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -18,6 +21,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
+	"github.com/harvester/upgrade-toolkit/internal/vmledger"
 )
 
 // planState builds one observed state of plan "up": the phases entered so
@@ -177,17 +181,25 @@ func TestCheckerCordons(t *testing.T) {
 	}
 }
 
-func TestCheckFinished(t *testing.T) {
-	ctx := context.Background()
+// checkerOfTwoVMs starts a world of two nodes with a running VM each, and a
+// Checker that has seen them.
+func checkerOfTwoVMs(t *testing.T) *Checker {
+	t.Helper()
 	start(t, Config{Nodes: 2, VMsPerNode: 1, NonMigratableVMs: -1})
 	c := NewChecker()
 	var vms kubevirtv1.VirtualMachineList
-	if err := env.Client.List(ctx, &vms); err != nil {
+	if err := env.Client.List(context.Background(), &vms); err != nil {
 		t.Fatal(err)
 	}
 	for i := range vms.Items {
 		c.ObserveVM(&vms.Items[i])
 	}
+	return c
+}
+
+func TestCheckFinished(t *testing.T) {
+	ctx := context.Background()
+	c := checkerOfTwoVMs(t)
 	if v, err := c.CheckFinished(ctx, env.Client, "up"); err != nil || len(v) > 0 {
 		t.Fatalf("an untouched cluster: %v %v", v, err)
 	}
@@ -284,5 +296,65 @@ func TestCheckerJobsGenerationsAndSavedSettings(t *testing.T) {
 		if want := name != "recorded, restored"; slices.Contains(got, RuleSettingSavedOnce) != want {
 			t.Errorf("%s: violations %v", name, c.Violations())
 		}
+	}
+}
+
+// TestCheckFinishedVMsOffAtSuccess: at a Succeeded end, a VM that ran before
+// and is off passes only when the plan's ledger records its owner's stop.
+func TestCheckFinishedVMsOffAtSuccess(t *testing.T) {
+	ctx := context.Background()
+	c := checkerOfTwoVMs(t)
+	p := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: "up-vms"}, Spec: v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), RestoreVM: ptr.To(true)}}
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, p) })
+	p.Status.CurrentPhase = v1beta1.PhaseSucceeded
+	if err := env.Client.Status().Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	// Both VMs stopped; the ledger says the owner stopped one, the upgrade
+	// the other (and its restore did not start it again).
+	for _, name := range []string{"vm-node-1-1", "vm-node-2-1"} {
+		vm := &kubevirtv1.VirtualMachine{}
+		get(t, client.ObjectKey{Namespace: "default", Name: name}, vm)
+		vm.Spec.RunStrategy = ptr.To(runStrategyHalted)
+		if err := env.Client.Update(ctx, vm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := &vmledger.Ledger{Started: time.Now(), Records: []vmledger.Record{
+		{VM: "default/vm-node-1-1", Node: "node-1", State: vmledger.Running, Leave: vmledger.LeaveMigrate,
+			Events: []vmledger.Event{{At: time.Now(), Kind: vmledger.StoppedEvent, Node: "node-1", Cause: vmledger.CauseOwner, By: "harvester"}}},
+		{VM: "default/vm-node-2-1", Node: "node-2", State: vmledger.Running, Leave: vmledger.LeaveMigrate,
+			Events: []vmledger.Event{{At: time.Now(), Kind: vmledger.StoppedEvent, Node: "node-2", Cause: vmledger.CauseConsent}}},
+	}}
+	cm, err := vmledger.NewConfigMap(p, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, cm) })
+	// The VMs' instances go, as KubeVirt deletes those of halted VMs.
+	for _, name := range []string{"vm-node-1-1", "vm-node-2-1"} {
+		eventually(t, 30*time.Second, "the instance of "+name+" to go", func() (bool, string) {
+			err := env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, &kubevirtv1.VirtualMachineInstance{})
+			return apierrors.IsNotFound(err), fmt.Sprint(err)
+		})
+	}
+	got, err := c.CheckFinished(ctx, env.Client, "up-vms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var off []Violation
+	for _, v := range got {
+		if v.Rule == RuleVMOffAtSuccess {
+			off = append(off, v)
+		}
+	}
+	if len(off) != 1 || !strings.Contains(off[0].Message, "default/vm-node-2-1") {
+		t.Errorf("violations %v, want one %s of default/vm-node-2-1", got, RuleVMOffAtSuccess)
 	}
 }

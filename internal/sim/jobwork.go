@@ -61,11 +61,11 @@ var image embed.FS
 
 // ClusterUpgradeTimeouts are the real cluster-upgrade Job's bounds in the
 // simulator: its defaults, polled as fast as the simulator, with Rancher's
-// CAPI controllers settled after a drain step.
+// CAPI controllers and Longhorn's manager settled after a drain step.
 func (s *Sim) ClusterUpgradeTimeouts() clusterupgrade.Timeouts {
 	t := clusterupgrade.DefaultTimeouts()
 	t.Interval = pollInterval
-	t.CAPIStable = s.cfg.Timing.DrainStep
+	t.CAPIStable, t.LonghornStable = s.cfg.Timing.DrainStep, s.cfg.Timing.DrainStep
 	if s.cfg.ClusterUpgradeTimeouts != nil {
 		t = *s.cfg.ClusterUpgradeTimeouts
 	}

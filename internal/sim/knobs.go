@@ -45,6 +45,15 @@ type Timing struct {
 	// ChartDeploy is how long Fleet takes to deploy a chart's new version,
 	// and Harvester an add-on's.
 	ChartDeploy time.Duration
+	// MigrationBackoff is how long KubeVirt waits before it migrates an
+	// instance again after its evacuation migration failed: 20 s in
+	// KubeVirt, doubled after each further failure; zero waits not at all.
+	MigrationBackoff time.Duration
+	// MigrationAbort is how long KubeVirt lets a migration that does not
+	// converge (MigrationFault.NeverConverges) run before it aborts it: its
+	// completion timeout, 150 s per GiB of the VM's memory; zero never
+	// aborts it.
+	MigrationAbort time.Duration
 	// DrainTimeout is how long Rancher's drain retries an eviction a
 	// PodDisruptionBudget refuses before it reports the drain error (the
 	// drain options' timeout, 600 s in Rancher when unset); 0 reports it at
@@ -149,6 +158,37 @@ type FaultSet struct {
 	// answers (a firewall that drops packets): a request through it waits
 	// until its client gives up.
 	KubeletsHang []string
+	// Migrations make the live migrations of some VMs fail or never
+	// converge.
+	Migrations []MigrationFault
+	// ForcedDrain lists VMs (namespace/name) that someone force-drains off
+	// their node as it starts to drain for the upgrade, before KubeVirt
+	// migrates them (kubectl drain --disable-eviction): the virt-launcher
+	// pod is deleted, its SIGTERM shuts the guest down and the instance ends
+	// Succeeded; KubeVirt then starts an Always VM again, not a
+	// RerunOnFailure one (Harvester's default), which stays off.
+	ForcedDrain []string
+	// OwnerStops lists VMs (namespace/name) their owner stops from
+	// Harvester's UI as their node starts to drain for the upgrade:
+	// Harvester's API server sets spec.runStrategy Halted (field manager
+	// "harvester").
+	OwnerStops []string
+}
+
+// MigrationFault makes the live migrations of one VM go wrong.
+type MigrationFault struct {
+	// VM is namespace/name.
+	VM string
+	// Failures is how many of its migrations fail before one succeeds; a
+	// negative number fails every one.
+	Failures int
+	// NeverConverges: its migrations run and never complete (a guest that
+	// dirties memory faster than it is sent), until KubeVirt aborts them at
+	// Timing.MigrationAbort (never when zero) or someone deletes them.
+	NeverConverges bool
+	// Reason is a failure's reason (default: an error of libvirt's
+	// migration, as virt-handler reports it).
+	Reason string
 }
 
 // Components FaultSet.Unresponsive can stop.
@@ -222,6 +262,26 @@ func (f *faults) importFault(namespace, name string) *ImportFault {
 	}
 	out := *imp
 	return &out
+}
+
+// migration returns the fault of a VM's migrations, nil when they go well.
+func (f *faults) migration(vm string) *MigrationFault {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, m := range f.set.Migrations {
+		if m.VM == vm {
+			out := m
+			return &out
+		}
+	}
+	return nil
+}
+
+// snapshot returns the fault set as it is now.
+func (f *faults) snapshot() FaultSet {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.set
 }
 
 func (f *faults) neverReturns(node string) bool {

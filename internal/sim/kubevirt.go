@@ -3,9 +3,9 @@ package sim
 import (
 	"context"
 	"slices"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -65,13 +65,7 @@ func nodeRequest(node string) []reconcile.Request {
 // wantsRunning says whether the VM's run strategy asks for an instance: true
 // or false, or nil when KubeVirt leaves it to the user (Manual, Once).
 func wantsRunning(vm *kubevirtv1.VirtualMachine) *bool {
-	if vm.Spec.RunStrategy == nil {
-		if vm.Spec.Running == nil {
-			return ptr.To(false)
-		}
-		return ptr.To(*vm.Spec.Running)
-	}
-	switch *vm.Spec.RunStrategy {
+	switch runStrategyOf(vm) {
 	case runStrategyAlways, runStrategyRerunOnFailure:
 		return ptr.To(true)
 	case runStrategyHalted:
@@ -95,14 +89,50 @@ func (s *Sim) reconcileVM(ctx context.Context, req reconcile.Request) (reconcile
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	want := wantsRunning(vm)
+	strategy := runStrategyOf(vm)
+	requests := vm.Status.StateChangeRequests
+	finished := hasVMI && (vmi.Status.Phase == cluster.VMIPhaseFailed || vmi.Status.Phase == cluster.VMIPhaseSucceeded)
+	stop, start := false, false
 	switch {
-	case want != nil && !*want && hasVMI:
+	case hasRequest(requests, actionStop):
+		// virtctl stop of a RerunOnFailure or Manual VM: the instance goes,
+		// the run strategy stays; the request is done once it is gone.
+		if hasVMI {
+			stop = true
+		} else if vmiErr != nil {
+			requests = withoutRequest(requests, actionStop)
+		}
+	case strategy == runStrategyHalted:
+		stop = hasVMI
+	case finished && (strategy == runStrategyAlways || (strategy == runStrategyRerunOnFailure && vmi.Status.Phase == cluster.VMIPhaseFailed)):
+		// Restart a finished instance: delete it, the next pass creates it
+		// again. KubeVirt asks itself to start a RerunOnFailure VM whose
+		// instance failed.
+		stop = true
+		if strategy == runStrategyRerunOnFailure {
+			requests = withRequest(requests, actionStart)
+		}
+	case finished && strategy == runStrategyRerunOnFailure:
+		// An instance that succeeded (its guest shut down) is not started
+		// again: the VM is off until someone starts it.
+		stop = true
+	case hasVMI || vmiErr == nil:
+		// It has an instance, or one being deleted: nothing to start.
+	case strategy == runStrategyAlways:
+		start = true
+	case strategy == runStrategyRerunOnFailure:
+		// Started when asked, or when its run strategy changed to it.
+		start = hasRequest(requests, actionStart) || vm.Status.RunStrategy != strategy
+	case strategy == runStrategyManual:
+		start = hasRequest(requests, actionStart)
+	}
+	switch {
+	case stop && hasVMI:
 		if err := s.c.Delete(ctx, vmi); client.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, err
 		}
 		hasVMI = false
-	case want != nil && *want && !hasVMI && vmiErr != nil:
+	case start:
 		node := s.pickNode(ctx, vm.Spec.Template.Spec, "")
 		created := newVMI(vm, node)
 		if err := s.c.Create(ctx, created); err != nil {
@@ -113,25 +143,62 @@ func (s *Sim) reconcileVM(ctx context.Context, req reconcile.Request) (reconcile
 			return reconcile.Result{}, err
 		}
 		vmi, hasVMI = created, true
+		requests = withoutRequest(requests, actionStart)
 	case hasVMI && vmi.Status.NodeName == "":
 		if node := s.pickNode(ctx, vmi.Spec, ""); node != "" {
 			if err := s.placeVMI(ctx, vmi, node); err != nil {
 				return reconcile.Result{}, err
 			}
 		}
-	case hasVMI && want != nil && *want && (vmi.Status.Phase == cluster.VMIPhaseFailed || vmi.Status.Phase == cluster.VMIPhaseSucceeded):
-		// Restart a finished instance: delete it, the next pass creates it again.
-		return reconcile.Result{}, client.IgnoreNotFound(s.c.Delete(ctx, vmi))
 	}
-	status := vmStatus(false, false)
+	status := vmStatus(false, false, strategy)
 	if hasVMI {
-		status = vmStatus(true, vmi.Status.Phase == vmiPhaseRunning)
+		status = vmStatus(true, vmi.Status.Phase == vmiPhaseRunning, strategy)
 	}
-	if vm.Status == status {
+	status.StateChangeRequests = requests
+	if equality.Semantic.DeepEqual(vm.Status, status) {
 		return reconcile.Result{}, nil
 	}
 	vm.Status = status
 	return reconcile.Result{}, s.c.Status().Update(ctx, vm)
+}
+
+// runStrategyOf is the VM's run strategy: spec.runStrategy, else the
+// deprecated spec.running (true is Always), else Halted.
+func runStrategyOf(vm *kubevirtv1.VirtualMachine) string {
+	switch {
+	case vm.Spec.RunStrategy != nil:
+		return *vm.Spec.RunStrategy
+	case ptr.Deref(vm.Spec.Running, false):
+		return runStrategyAlways
+	}
+	return runStrategyHalted
+}
+
+// The actions of start and stop requests (virtctl start and stop, through
+// virt-api, and virt-controller's own restart of a failed instance).
+const (
+	actionStart = "Start"
+	actionStop  = "Stop"
+)
+
+func hasRequest(rs []kubevirtv1.StateChangeRequest, action string) bool {
+	return slices.ContainsFunc(rs, func(r kubevirtv1.StateChangeRequest) bool { return r.Action == action })
+}
+
+func withRequest(rs []kubevirtv1.StateChangeRequest, action string) []kubevirtv1.StateChangeRequest {
+	if hasRequest(rs, action) {
+		return rs
+	}
+	return append(slices.Clone(rs), kubevirtv1.StateChangeRequest{Action: action})
+}
+
+func withoutRequest(rs []kubevirtv1.StateChangeRequest, action string) []kubevirtv1.StateChangeRequest {
+	out := slices.DeleteFunc(slices.Clone(rs), func(r kubevirtv1.StateChangeRequest) bool { return r.Action == action })
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 func ownerUID(obj client.Object, kind string) types.UID {
@@ -153,7 +220,9 @@ func (s *Sim) placeVMI(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstan
 		return err
 	}
 	paused := kubevirtv1.ConditionStatus(vmi.Status.Conditions, cluster.ConditionPaused) == "True"
+	migration := vmi.Status.MigrationState
 	vmi.Status = vmiStatus(node, &vmi.Spec)
+	vmi.Status.MigrationState = migration
 	if paused {
 		// A paused instance stays paused where it lands.
 		vmi.Status.Conditions = append(vmi.Status.Conditions, pausedCondition)
@@ -181,14 +250,16 @@ func (s *Sim) unscheduledVMs(ctx context.Context, _ client.Object) []reconcile.R
 	return reqs
 }
 
-func vmStatus(created, ready bool) kubevirtv1.VirtualMachineStatus {
+// vmStatus is what KubeVirt reports of a VM: whether it has an instance,
+// whether that runs, and the run strategy it acted on.
+func vmStatus(created, ready bool, runStrategy string) kubevirtv1.VirtualMachineStatus {
 	switch {
 	case created && ready:
-		return kubevirtv1.VirtualMachineStatus{PrintableStatus: "Running", Ready: true, Created: true}
+		return kubevirtv1.VirtualMachineStatus{PrintableStatus: "Running", Ready: true, Created: true, RunStrategy: runStrategy}
 	case created:
-		return kubevirtv1.VirtualMachineStatus{PrintableStatus: "Starting", Created: true}
+		return kubevirtv1.VirtualMachineStatus{PrintableStatus: "Starting", Created: true, RunStrategy: runStrategy}
 	}
-	return kubevirtv1.VirtualMachineStatus{PrintableStatus: "Stopped"}
+	return kubevirtv1.VirtualMachineStatus{PrintableStatus: "Stopped", RunStrategy: runStrategy}
 }
 
 // newVMI is the instance of a VM on a node ("" while it waits for one).
@@ -289,131 +360,6 @@ func (s *Sim) pickNode(ctx context.Context, spec kubevirtv1.VirtualMachineInstan
 		}
 	}
 	return best
-}
-
-func hasDrainTaint(n *corev1.Node) bool {
-	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
-		return t.Key == cluster.TaintKubeVirtDrain && t.Effect == corev1.TaintEffectNoSchedule
-	})
-}
-
-func evictionMigrates(vmi *kubevirtv1.VirtualMachineInstance) bool {
-	es := ptr.Deref(vmi.Spec.EvictionStrategy, "")
-	return (es == evictionLiveMigrate || es == evictionLiveMigrateIfPossible) && kubeVirtCanMigrate(&vmi.Spec) &&
-		kubevirtv1.ConditionStatus(vmi.Status.Conditions, "LiveMigratable") != "False"
-}
-
-func migrationFinished(m *kubevirtv1.VirtualMachineInstanceMigration) bool {
-	return m.Status.Phase == migrationSucceeded || m.Status.Phase == "Failed"
-}
-
-// reconcileEvacuation is KubeVirt's evacuation controller: on a node tainted
-// kubevirt.io/drain it creates a migration for each instance that may and
-// can move, at most two at a time.
-func (s *Sim) reconcileEvacuation(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	node := &corev1.Node{}
-	if err := s.c.Get(ctx, req.NamespacedName, node); err != nil || !hasDrainTaint(node) {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	// Read from the API server, migrations first: a migration created or
-	// finished a moment ago may not be in the cache yet, and an instance must
-	// not get two. A migration seen finished moved its instance before.
-	var migs kubevirtv1.VirtualMachineInstanceMigrationList
-	if err := s.reader.List(ctx, &migs); err != nil {
-		return reconcile.Result{}, err
-	}
-	var vmis kubevirtv1.VirtualMachineInstanceList
-	if err := s.reader.List(ctx, &vmis, client.MatchingLabels{cluster.LabelVMINodeName: node.Name}); err != nil {
-		return reconcile.Result{}, err
-	}
-	active := map[string]bool{}
-	outbound := 0
-	for i := range migs.Items {
-		m := &migs.Items[i]
-		if migrationFinished(m) {
-			continue
-		}
-		active[m.Namespace+"/"+m.Spec.VMIName] = true
-		if m.Annotations[annotationEvacuationMigration] == node.Name {
-			outbound++
-		}
-	}
-	for i := range vmis.Items {
-		vmi := &vmis.Items[i]
-		if outbound >= parallelOutboundMigrationsPerNode {
-			break
-		}
-		if vmi.DeletionTimestamp != nil || !evictionMigrates(vmi) || active[vmi.Namespace+"/"+vmi.Name] {
-			continue
-		}
-		m := &kubevirtv1.VirtualMachineInstanceMigration{
-			ObjectMeta: metav1.ObjectMeta{
-				Namespace: vmi.Namespace, GenerateName: evacuationPrefix,
-				Annotations: map[string]string{annotationEvacuationMigration: node.Name},
-				Labels:      map[string]string{labelMigrationVMIName: vmi.Name},
-			},
-			Spec: kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: vmi.Name},
-		}
-		if err := s.c.Create(ctx, m); err != nil {
-			return reconcile.Result{}, err
-		}
-		outbound++
-	}
-	return reconcile.Result{}, nil
-}
-
-// pendingMigrations maps a node change to the migrations still waiting, so
-// that a migration with no target yet retries when a node frees up.
-func (s *Sim) pendingMigrations(ctx context.Context, _ client.Object) []reconcile.Request {
-	var migs kubevirtv1.VirtualMachineInstanceMigrationList
-	if err := s.c.List(ctx, &migs); err != nil {
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range migs.Items {
-		if !migrationFinished(&migs.Items[i]) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&migs.Items[i])})
-		}
-	}
-	return reqs
-}
-
-// reconcileMigration moves an instance to another node once the migration's
-// time has passed and a target exists; without a target it stays Pending.
-func (s *Sim) reconcileMigration(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	m := &kubevirtv1.VirtualMachineInstanceMigration{}
-	if err := s.c.Get(ctx, req.NamespacedName, m); err != nil || migrationFinished(m) {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	vmi := &kubevirtv1.VirtualMachineInstance{}
-	if err := s.reader.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.VMIName}, vmi); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, err
-		}
-		m.Status.Phase = "Failed"
-		return reconcile.Result{}, s.c.Status().Update(ctx, m)
-	}
-	if m.Status.Phase == "" {
-		m.Status.Phase = migrationPending
-		return reconcile.Result{}, s.c.Status().Update(ctx, m)
-	}
-	step := "migration/" + string(m.UID)
-	if wait := s.steps.remaining(step, s.cfg.Timing.Migration); wait > 0 {
-		return reconcile.Result{RequeueAfter: wait}, nil
-	}
-	source := vmi.Status.NodeName
-	target := s.pickNode(ctx, vmi.Spec, source)
-	if target == "" {
-		// No node to go to: KubeVirt's target pod would stay Pending.
-		return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
-	}
-	if err := s.placeVMI(ctx, vmi, target); err != nil {
-		return reconcile.Result{}, err
-	}
-	s.steps.forget(step)
-	s.log.V(1).Info("live-migrated", "vmi", client.ObjectKeyFromObject(vmi), "from", source, "to", target)
-	m.Status.Phase = migrationSucceeded
-	return reconcile.Result{}, s.c.Status().Update(ctx, m)
 }
 
 // vmKey is "namespace/name".

@@ -54,6 +54,7 @@ type Sim struct {
 	repo     *repoServer
 	images   *nodeImages
 	steps    stepClock
+	vms      vmWorld
 
 	// runCtx lives as long as the actors run.
 	runCtx  context.Context
@@ -225,7 +226,7 @@ func (s *Sim) mutate(ctx context.Context, obj client.Object, status bool, change
 			return nil
 		}
 		if status {
-			return s.c.Status().Update(ctx, obj)
+			return cluster.UpdateStatus(ctx, s.c, obj)
 		}
 		return s.c.Update(ctx, obj)
 	})

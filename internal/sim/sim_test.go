@@ -85,7 +85,7 @@ func wipe(t *testing.T) {
 		&harvesterv1beta1.VirtualMachineImageList{}, &harvesterv1beta1.AddonList{}, &capiv1beta1.MachineList{},
 		&provisioningv1.ClusterList{}, &managementv3.ManagedChartList{}, &upgradev1.PlanList{},
 		&kubevirtv1.KubeVirtList{}, &kubevirtv1.VirtualMachineList{}, &kubevirtv1.VirtualMachineInstanceList{},
-		&kubevirtv1.VirtualMachineInstanceMigrationList{}, &longhornv1beta2.SettingList{}, &longhornv1beta2.VolumeList{},
+		&kubevirtv1.VirtualMachineInstanceMigrationList{}, &longhornv1beta2.SettingList{}, &longhornv1beta2.VolumeList{}, &longhornv1beta2.EngineList{}, &longhornv1beta2.ReplicaList{},
 		&batchv1.JobList{}, &appsv1.DeploymentList{}, &corev1.ServiceList{}, &discoveryv1.EndpointSliceList{},
 		&corev1.PersistentVolumeClaimList{}, &corev1.PersistentVolumeList{}, &corev1.PodList{}, &corev1.ConfigMapList{}, &corev1.SecretList{},
 		&corev1.ServiceAccountList{}, &storagev1.StorageClassList{},

@@ -18,6 +18,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/vmledger"
 )
 
 // LogReader returns the last lines of a Job's log, "" when there is none.
@@ -51,6 +52,9 @@ func Compute(ctx context.Context, r client.Reader, logs LogReader, name string, 
 	}
 	s.Warnings = w
 	if s.Logs, err = incompleteLogs(ctx, r, plan.Name); err != nil {
+		return nil, err
+	}
+	if s.VMs, err = ledger(ctx, r, plan.Name); err != nil {
 		return nil, err
 	}
 	if s.Failure != nil && logs != nil {
@@ -112,6 +116,30 @@ func incompleteLogs(ctx context.Context, r client.Reader, plan string) (*Logs, e
 		}
 	}
 	sort.Strings(out.Nodes)
+	return out, nil
+}
+
+// maxVMs is how many VMs something happened to the status shows.
+const maxVMs = 20
+
+// ledger reads the plan's VM ledger, nil when it has none.
+func ledger(ctx context.Context, r client.Reader, plan string) (*VMs, error) {
+	l, _, err := vmledger.Read(ctx, r, plan)
+	if err != nil || l == nil {
+		return nil, err
+	}
+	out := &VMs{Ledger: vmledger.Key(plan).String(), Recorded: len(l.Records)}
+	for i := range l.Records {
+		rec := &l.Records[i]
+		if len(rec.Events) == 0 {
+			continue
+		}
+		if len(out.Changed) == maxVMs {
+			out.More++
+			continue
+		}
+		out.Changed = append(out.Changed, VM{Name: rec.VM, Node: rec.Node, Summary: rec.Summary()})
+	}
 	return out, nil
 }
 

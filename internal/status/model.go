@@ -52,6 +52,28 @@ type Status struct {
 	// Failures are the plan's status.failures: every failure, oldest
 	// first, and how it was retried.
 	Failures []v1beta1.Failure `json:"failures,omitempty"`
+	// VMs is the plan's VM ledger, nil when it has none.
+	VMs *VMs `json:"vms,omitempty"`
+}
+
+// VMs is the plan's VM ledger: the VMs recorded, and one line for each VM
+// something happened to (its whole record is in the ConfigMap named
+// Ledger, and in the support bundle's vm-ledger.txt).
+type VMs struct {
+	Ledger   string `json:"ledger"`
+	Recorded int    `json:"recorded"`
+	// Changed are the VMs something happened to, at most maxVMs.
+	Changed []VM `json:"changed,omitempty"`
+	// More is how many more VMs something happened to.
+	More int `json:"more,omitempty"`
+}
+
+// VM is one VM of the ledger: where it ran at the start and where it
+// stands.
+type VM struct {
+	Name    string `json:"name"`
+	Node    string `json:"node,omitempty"`
+	Summary string `json:"summary"`
 }
 
 // Logs is what the capture of the upgrade's logs could not read: the
@@ -82,6 +104,11 @@ type Node struct {
 	Message   string           `json:"message,omitempty"`
 	Upgrade   *metav1.Duration `json:"upgrade,omitempty"`
 	Upgrading bool             `json:"upgrading,omitempty"`
+	// VMs counts what the upgrade did to the node's VMs.
+	VMs *v1beta1.NodeVMs `json:"vms,omitempty"`
+	// ReplicasRebuilding is how many Longhorn replicas on the node are
+	// being rebuilt.
+	ReplicasRebuilding int32 `json:"replicasRebuilding,omitempty"`
 }
 
 // Waiting is what the plan waits for right now and since when.
@@ -267,7 +294,7 @@ func nodes(st *v1beta1.UpgradePlanStatus, now time.Time) []Node {
 	took, current, since := NodeUpgradeTimes(st, DoneTimes(st))
 	out := make([]Node, 0, len(st.NodeUpgradeStatuses))
 	for n, ns := range st.NodeUpgradeStatuses {
-		node := Node{Name: n, State: string(ns.State), Since: ns.LastTransitionTime, Message: firstLine(ns.Message)}
+		node := Node{Name: n, State: string(ns.State), Since: ns.LastTransitionTime, Message: firstLine(ns.Message), VMs: ns.VMs, ReplicasRebuilding: ns.ReplicasRebuilding}
 		if d, ok := took[n]; ok {
 			node.Upgrade = &metav1.Duration{Duration: d}
 		} else if n == current {

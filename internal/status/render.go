@@ -62,6 +62,7 @@ func Text(s *Status) string {
 			fmt.Fprintln(&b, strings.TrimRight(fmt.Sprintf("  %-12s %-24s %-26s %s", n.Name, n.State, took, n.Message), " "))
 		}
 	}
+	renderVMs(&b, s)
 	if len(s.Warnings) > 0 {
 		b.WriteString("warnings:\n")
 		for _, w := range s.Warnings {
@@ -117,6 +118,43 @@ func Text(s *Status) string {
 		}
 	}
 	return strings.TrimRight(b.String(), " \n") + "\n"
+}
+
+// renderVMs writes the VM ledger: each node's counts, with the Longhorn
+// replicas being rebuilt there, then each VM something happened to.
+func renderVMs(b *strings.Builder, s *Status) {
+	var counts []string
+	for _, n := range s.Nodes {
+		var parts []string
+		if c := n.VMs; c != nil {
+			parts = append(parts, fmt.Sprintf("moved %d of %d, pending %d, failing %d, shut down %d", c.Moved, c.ToMove, c.Pending, c.Failed, c.Stopped))
+		}
+		if n.ReplicasRebuilding > 0 {
+			parts = append(parts, fmt.Sprintf("Longhorn replicas rebuilding %d", n.ReplicasRebuilding))
+		}
+		if len(parts) > 0 {
+			counts = append(counts, fmt.Sprintf("  %-12s %s\n", n.Name, strings.Join(parts, ", ")))
+		}
+	}
+	v := s.VMs
+	switch {
+	case v != nil:
+		fmt.Fprintf(b, "vms:      %d recorded at the start (ledger %s; the whole record: upgrade-toolkit logs %s --archive, vm-ledger.txt)\n", v.Recorded, v.Ledger, s.Plan)
+	case len(counts) > 0:
+		b.WriteString("replicas:\n")
+	}
+	for _, c := range counts {
+		b.WriteString(c)
+	}
+	if v == nil {
+		return
+	}
+	for _, vm := range v.Changed {
+		fmt.Fprintf(b, "  %s (on %s at the start): %s\n", vm.Name, or(vm.Node, "no node"), vm.Summary)
+	}
+	if v.More > 0 {
+		fmt.Fprintf(b, "  and %d more VMs\n", v.More)
+	}
 }
 
 func running(r bool) string {

@@ -277,3 +277,39 @@ func TestRetryChecksAndHistory(t *testing.T) {
 		t.Errorf("a plan that can no longer be retried offers a retry:\n%s", Text(s))
 	}
 }
+
+// TestTextVMs: the ledger is shown per node, with the Longhorn replicas
+// being rebuilt there, then per VM something happened to; without a ledger,
+// the replicas still are.
+func TestTextVMs(t *testing.T) {
+	p := nodeUpgrading()
+	st := p.Status.NodeUpgradeStatuses["node-1"]
+	st.VMs = &v1beta1.NodeVMs{ToMove: 3, Moved: 2, Failed: 1, Stopped: 1}
+	st.ReplicasRebuilding = 2
+	p.Status.NodeUpgradeStatuses["node-1"] = st
+	st = p.Status.NodeUpgradeStatuses["node-2"]
+	st.ReplicasRebuilding = 1
+	p.Status.NodeUpgradeStatuses["node-2"] = st
+	s := FromPlan(p, nil, t0.Add(180*time.Second))
+	s.VMs = &VMs{Ledger: "harvester-system/hvst-upgrade-a-vm-ledger", Recorded: 40, More: 2,
+		Changed: []VM{{Name: "default/web", Node: "node-1", Summary: "runs on node-2 (live-migrated 1 time(s))"}}}
+	got := Text(s)
+	want := `vms:      40 recorded at the start (ledger harvester-system/hvst-upgrade-a-vm-ledger; the whole record: upgrade-toolkit logs hvst-upgrade-a --archive, vm-ledger.txt)
+  node-1       moved 2 of 3, pending 0, failing 1, shut down 1, Longhorn replicas rebuilding 2
+  node-2       Longhorn replicas rebuilding 1
+  default/web (on node-1 at the start): runs on node-2 (live-migrated 1 time(s))
+  and 2 more VMs
+`
+	if !strings.Contains(got, want) {
+		t.Errorf("got:\n%s\nwant in it:\n%s", got, want)
+	}
+	s.VMs = nil
+	got = Text(s)
+	want = `replicas:
+  node-1       moved 2 of 3, pending 0, failing 1, shut down 1, Longhorn replicas rebuilding 2
+  node-2       Longhorn replicas rebuilding 1
+`
+	if !strings.Contains(got, want) {
+		t.Errorf("without a ledger, got:\n%s\nwant in it:\n%s", got, want)
+	}
+}

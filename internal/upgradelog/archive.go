@@ -22,6 +22,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
+	"github.com/harvester/upgrade-toolkit/internal/vmledger"
 )
 
 // Redacted replaces every value of a Secret in an archive.
@@ -32,7 +33,7 @@ const Redacted = "REDACTED"
 // after the plan.
 var ArchiveFiles = []string{
 	"upgradeplan.yaml", "events.yaml", "upgradelog.yaml", "jobs.yaml", "plans.yaml",
-	"nodes.txt", "version.yaml", "release-metadata.yaml", "machine-plan-secrets.yaml", "toolkit-version.txt",
+	"nodes.txt", "vm-ledger.txt", "version.yaml", "release-metadata.yaml", "machine-plan-secrets.yaml", "toolkit-version.txt",
 	"nodes.yaml", "vms.yaml", "vmis.yaml", "longhorn-volumes.yaml", "provisioning-cluster.yaml", "machines.yaml", ManagerLogFile,
 }
 
@@ -127,6 +128,9 @@ func Archive(ctx context.Context, c client.Reader, managerLog ManagerLog, plan, 
 	if err := write("nodes.txt", []byte(Timeline(p, ul.Status.Logs))); err != nil {
 		return err
 	}
+	if err := writeLedger(ctx, c, plan, write, note); err != nil {
+		return err
+	}
 	if p.Spec.Version == nil {
 		if err := note("version.yaml", "the plan names no Version: it upgrades from spec.image "+ptrString(p.Spec.Image)); err != nil {
 			return err
@@ -183,6 +187,21 @@ func Archive(ctx context.Context, c client.Reader, managerLog ManagerLog, plan, 
 		return err
 	}
 	return gz.Close()
+}
+
+// writeLedger writes the plan's VM ledger as vm-ledger.txt: each node's
+// counts from the plan's status are in upgradeplan.yaml, every VM's record
+// is here.
+func writeLedger(ctx context.Context, c client.Reader, plan string, write func(string, []byte) error, note func(string, string) error) error {
+	l, _, err := vmledger.Read(ctx, c, plan)
+	switch {
+	case err != nil:
+		return note("vm-ledger.txt", fmt.Sprintf("reading the VM ledger %s: %v", vmledger.Key(plan), err))
+	case l == nil:
+		return note("vm-ledger.txt", fmt.Sprintf("the plan has no VM ledger %s (it has not started, or started before the toolkit kept one)", vmledger.Key(plan)))
+	}
+	head := fmt.Sprintf("# the VM ledger %s: %d VMs recorded at %s, one line each, then what happened to it\n", vmledger.Key(plan), len(l.Records), l.Started.UTC().Format(time.RFC3339))
+	return write("vm-ledger.txt", append([]byte(head), vmledger.Format(l)...))
 }
 
 // machinePlanSecrets are Rancher's machine-plan Secrets with every value

@@ -216,9 +216,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	return setupStatus(mgr)
 }
 
-// conflictRetry is how soon a pass whose finalizer patch lost a race with
-// another writer of the pod (the scheduler, the kubelet, the Job controller
-// write pods often while they start) runs again.
+// conflictRetry is how soon a pass runs again whose finalizer patch lost a
+// race with another writer of the pod (the scheduler, the kubelet, the Job
+// controller write pods often while they start), or whose save of a log
+// ConfigMap found it already made (the cache had not yet seen the last
+// save).
 const conflictRetry = 100 * time.Millisecond
 
 // deletingRetry is how soon the read of a pod being deleted is tried again
@@ -227,7 +229,7 @@ const deletingRetry = time.Second
 
 func (c *capturer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	res, err := c.reconcile(ctx, req)
-	if apierrors.IsConflict(err) {
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 		// Expected, not an error: the next pass reads the pod again.
 		return reconcile.Result{RequeueAfter: conflictRetry}, nil
 	}

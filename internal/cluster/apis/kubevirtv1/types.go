@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
@@ -155,6 +156,24 @@ type VirtualMachineStatus struct {
 	Ready bool `json:"ready,omitempty"`
 	// +optional
 	Created bool `json:"created,omitempty"`
+	// RunStrategy is the run strategy KubeVirt last acted on: a
+	// RerunOnFailure VM whose instance succeeded starts again only on a
+	// start request or a change of its run strategy.
+	// +optional
+	RunStrategy string `json:"runStrategy,omitempty"`
+	// StateChangeRequests are the start and stop requests of virtctl
+	// (virt-api's start, stop and restart subresources).
+	// +optional
+	StateChangeRequests []StateChangeRequest `json:"stateChangeRequests,omitempty"`
+}
+
+// StateChangeRequest asks KubeVirt to start or stop a VM's instance.
+type StateChangeRequest struct {
+	// Action is Start or Stop.
+	Action string `json:"action"`
+	// UID is the instance a Stop applies to.
+	// +optional
+	UID *types.UID `json:"uid,omitempty"`
 }
 
 // VirtualMachineList is a list of VirtualMachines.
@@ -222,6 +241,34 @@ type VirtualMachineInstanceStatus struct {
 	// Conditions such as Ready, Paused and LiveMigratable.
 	// +optional
 	Conditions []Condition `json:"conditions,omitempty"`
+	// MigrationState is the instance's last live migration.
+	// +optional
+	MigrationState *MigrationState `json:"migrationState,omitempty"`
+}
+
+// MigrationState is what KubeVirt reports of a live migration, on the
+// instance (its last one) and on the migration object.
+type MigrationState struct {
+	// +optional
+	StartTimestamp *metav1.Time `json:"startTimestamp,omitempty"`
+	// +optional
+	EndTimestamp *metav1.Time `json:"endTimestamp,omitempty"`
+	// +optional
+	SourceNode string `json:"sourceNode,omitempty"`
+	// +optional
+	TargetNode string `json:"targetNode,omitempty"`
+	// +optional
+	Completed bool `json:"completed,omitempty"`
+	// +optional
+	Failed bool `json:"failed,omitempty"`
+	// FailureReason says why the migration failed, e.g. "Live migration has
+	// been aborted" for one that did not converge before its completion
+	// timeout.
+	// +optional
+	FailureReason string `json:"failureReason,omitempty"`
+	// MigrationUID is the migration object's UID.
+	// +optional
+	MigrationUID types.UID `json:"migrationUid,omitempty"`
 }
 
 // VirtualMachineInstanceList is a list of VirtualMachineInstances.
@@ -255,6 +302,21 @@ type VirtualMachineInstanceMigrationStatus struct {
 	// Running, Succeeded or Failed.
 	// +optional
 	Phase string `json:"phase,omitempty"`
+	// PhaseTransitionTimestamps record when the migration entered each
+	// phase.
+	// +optional
+	PhaseTransitionTimestamps []MigrationPhaseTransition `json:"phaseTransitionTimestamps,omitempty"`
+	// MigrationState is how the migration went.
+	// +optional
+	MigrationState *MigrationState `json:"migrationState,omitempty"`
+}
+
+// MigrationPhaseTransition is when a migration entered a phase.
+type MigrationPhaseTransition struct {
+	// +optional
+	Phase string `json:"phase,omitempty"`
+	// +optional
+	PhaseTransitionTimestamp metav1.Time `json:"phaseTransitionTimestamp,omitempty"`
 }
 
 // VirtualMachineInstanceMigrationList is a list of migrations.

@@ -22,7 +22,7 @@ var (
 )
 
 func init() {
-	schemeBuilder.Register(&Setting{}, &SettingList{}, &Volume{}, &VolumeList{}, &Engine{}, &EngineList{}, &InstanceManager{}, &InstanceManagerList{}, &Node{}, &NodeList{})
+	schemeBuilder.Register(&Setting{}, &SettingList{}, &Volume{}, &VolumeList{}, &Engine{}, &EngineList{}, &Replica{}, &ReplicaList{}, &InstanceManager{}, &InstanceManagerList{}, &Node{}, &NodeList{})
 }
 
 // Setting is one Longhorn setting.
@@ -134,6 +134,10 @@ type EngineStatus struct {
 	// sync), WO (rebuilding) or ERR.
 	// +optional
 	ReplicaModeMap map[string]string `json:"replicaModeMap,omitempty"`
+	// ReplicaTransitionTimeMap is when each replica last changed its mode
+	// (RFC 3339, in seconds).
+	// +optional
+	ReplicaTransitionTimeMap map[string]string `json:"replicaTransitionTimeMap,omitempty"`
 }
 
 // EngineList is a list of Engines.
@@ -143,6 +147,45 @@ type EngineList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Engine `json:"items"`
+}
+
+// Replica is one copy of a Longhorn volume's data, on one node; its
+// volume's engine says whether it is in sync (status.replicaModeMap).
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+type Replica struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// +optional
+	Spec ReplicaSpec `json:"spec,omitempty"`
+	// +optional
+	Status ReplicaStatus `json:"status,omitempty"`
+}
+
+// ReplicaSpec names the replica's volume and node.
+type ReplicaSpec struct {
+	// +optional
+	VolumeName string `json:"volumeName,omitempty"`
+	// +optional
+	NodeID string `json:"nodeID,omitempty"`
+}
+
+// ReplicaStatus reports whether the replica's process runs.
+type ReplicaStatus struct {
+	// CurrentState is stopped, starting, running, stopping, error or
+	// unknown (its node is down).
+	// +optional
+	CurrentState string `json:"currentState,omitempty"`
+}
+
+// ReplicaList is a list of Replicas.
+//
+// +kubebuilder:object:root=true
+type ReplicaList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Replica `json:"items"`
 }
 
 // InstanceManager runs the engines and replicas of one node for one image
