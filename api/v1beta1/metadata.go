@@ -16,6 +16,10 @@ const (
 	// ConditionStalled is True while a node or a step has overrun its
 	// estimate by a margin; its message says what the plan waits for.
 	ConditionStalled = "Stalled"
+	// ConditionNodesExcluded is True when nodes lost during the upgrade
+	// were excluded (spec.nodeUpgradeOption.excludeNodes); its message
+	// names them and says what to do for them.
+	ConditionNodesExcluded = "NodesExcluded"
 )
 
 // Condition reasons. The Progressing condition's reason is otherwise the
@@ -28,6 +32,9 @@ const (
 	ReasonReconcileError           = "ReconcileError"
 	ReasonSucceeded                = "Succeeded"
 	ReasonFailed                   = "Failed"
+	// ReasonAborted is the Progressing reason of a plan that ended Aborted,
+	// and of one that stops for its abort (spec.abort).
+	ReasonAborted = "Aborted"
 	// ReasonPreviewed is the Progressing reason of a finished dry run.
 	ReasonPreviewed = "Previewed"
 	// ReasonVerificationPending is the Degraded reason while a step's work
@@ -67,6 +74,10 @@ const (
 	// the migration deadline; the node waits for the operator's choice (the
 	// VM annotations retry-migration or shutdown-for-upgrade).
 	ReasonMigrationHeld = "MigrationHeld"
+	// ReasonExcludedByOperator: the node, lost while it waited for its
+	// reboot, was excluded from the upgrade (spec.nodeUpgradeOption.
+	// excludeNodes); it is the NodesExcluded condition's reason too.
+	ReasonExcludedByOperator = "ExcludedByOperator"
 )
 
 // Event reasons.
@@ -76,12 +87,22 @@ const (
 	EventReconcileError   = "ReconcileError"
 	EventUpgradeSucceeded = "UpgradeSucceeded"
 	EventUpgradeFailed    = "UpgradeFailed"
+	// EventUpgradeAborted: the plan stopped for spec.abort and ended
+	// Aborted.
+	EventUpgradeAborted = "UpgradeAborted"
 	// EventPreviewed says what a dry run (spec.dryRun) found.
-	EventPreviewed                 = "Previewed"
-	EventConcurrentUpgradeBlocked  = "ConcurrentUpgradeBlocked"
-	EventImagePreloadSkipped       = "ImagePreloadSkipped"
-	EventImageCleanupSkipped       = "ImageCleanupSkipped"
-	EventNodeRebootVerified        = "NodeRebootVerified"
+	EventPreviewed                = "Previewed"
+	EventConcurrentUpgradeBlocked = "ConcurrentUpgradeBlocked"
+	EventImagePreloadSkipped      = "ImagePreloadSkipped"
+	EventImageCleanupSkipped      = "ImageCleanupSkipped"
+	// EventImageCleanupFailed: removing the previous release's images
+	// from an upgraded node failed while other nodes still upgrade; the
+	// phase ImageCleanup fails on it, and a retry runs it again.
+	EventImageCleanupFailed = "ImageCleanupFailed"
+	EventNodeRebootVerified = "NodeRebootVerified"
+	// EventNodeExcluded: a node lost while it waited for its reboot was
+	// excluded from the upgrade (spec.nodeUpgradeOption.excludeNodes).
+	EventNodeExcluded              = "NodeExcluded"
 	EventVerificationPending       = "VerificationPending"
 	EventVerified                  = "Verified"
 	EventPaused                    = "Paused"
@@ -138,6 +159,10 @@ const (
 	// InsightNodeUnavailable: a managed node other than the one being
 	// upgraded is cordoned or NotReady; the next drain waits for it.
 	InsightNodeUnavailable = "NodeUnavailable"
+	// InsightCircuitBreakerOpen: draining another node would leave more
+	// managed nodes unavailable than spec.nodeUpgradeOption.maxUnavailableNodes
+	// allows; no node is drained until enough of them are back.
+	InsightCircuitBreakerOpen = "CircuitBreakerOpen"
 	// InsightConcurrentV1Upgrade: Harvester's built-in upgrade
 	// (upgrades.harvesterhci.io) runs at the same time.
 	InsightConcurrentV1Upgrade = "ConcurrentV1Upgrade"

@@ -3,13 +3,15 @@ package v1beta1
 // NodeUpgradeState is where one node is in the upgrade
 // (status.nodeUpgradeStatuses[node].state).
 //
-// +kubebuilder:validation:Enum=ImagePreloading;ImagePreloaded;ImagePreloadFailed;UpgradePaused;PreDraining;PreDrained;PreDrainFailed;PostDraining;WaitingReboot;PostDrained;PostDrainFailed;SingleNodeUpgrading;SingleNodeUpgraded;SingleNodeUpgradeFailed;ImageCleaning;ImageCleaned;ImageCleanFailed
+// +kubebuilder:validation:Enum=ImagePreloading;ImagePreloaded;ImagePreloadFailed;UpgradePaused;PreDraining;PreDrained;PreDrainFailed;PostDraining;WaitingReboot;PostDrained;PostDrainFailed;SingleNodeUpgrading;SingleNodeUpgraded;SingleNodeUpgradeFailed;ImageCleaning;ImageCleaned;ImageCleanFailed;Excluded
 type NodeUpgradeState string
 
 // The node states. Multi-node clusters go ImagePreloading → ImagePreloaded →
 // (UpgradePaused) → PreDraining → PreDrained → PostDraining → WaitingReboot →
 // PostDrained → ImageCleaning → ImageCleaned; single-node clusters replace the
 // drain states with SingleNodeUpgrading → WaitingReboot → SingleNodeUpgraded.
+// A node lost while it waits for its reboot may be excluded
+// (spec.nodeUpgradeOption.excludeNodes): Excluded is final.
 const (
 	NodeStateImagePreloading         NodeUpgradeState = "ImagePreloading"
 	NodeStateImagePreloaded          NodeUpgradeState = "ImagePreloaded"
@@ -28,6 +30,7 @@ const (
 	NodeStateImageCleaning           NodeUpgradeState = "ImageCleaning"
 	NodeStateImageCleaned            NodeUpgradeState = "ImageCleaned"
 	NodeStateImageCleanFailed        NodeUpgradeState = "ImageCleanFailed"
+	NodeStateExcluded                NodeUpgradeState = "Excluded"
 )
 
 // nodeStateTiers groups the states into ordinal tiers. A node only ever moves
@@ -51,6 +54,8 @@ var nodeStateTiers = map[NodeUpgradeState]int{
 	NodeStateImageCleaning:           8,
 	NodeStateImageCleaned:            9,
 	NodeStateImageCleanFailed:        9,
+	// Above every other: an excluded node never moves again.
+	NodeStateExcluded: 10,
 }
 
 // AllNodeStates lists every node state in tier order.
@@ -62,6 +67,7 @@ func AllNodeStates() []NodeUpgradeState {
 		NodeStateWaitingReboot, NodeStatePostDrained, NodeStatePostDrainFailed,
 		NodeStateSingleNodeUpgraded, NodeStateSingleNodeUpgradeFailed,
 		NodeStateImageCleaning, NodeStateImageCleaned, NodeStateImageCleanFailed,
+		NodeStateExcluded,
 	}
 }
 

@@ -5,7 +5,7 @@ package v1beta1
 // runs, and a completed value, set when its work is done; Succeeded and
 // Failed are terminal.
 //
-// +kubebuilder:validation:Enum=Initializing;Initialized;ISODownloading;ISODownloaded;RepoCreating;RepoCreated;MetadataPopulating;MetadataPopulated;ImagePreloading;ImagePreloaded;ClusterUpgrading;ClusterUpgraded;NodeUpgrading;NodeUpgraded;CleaningUp;CleanedUp;Succeeded;Failed;Previewed
+// +kubebuilder:validation:Enum=Initializing;Initialized;ISODownloading;ISODownloaded;RepoCreating;RepoCreated;MetadataPopulating;MetadataPopulated;ImagePreloading;ImagePreloaded;ClusterUpgrading;ClusterUpgraded;NodeUpgrading;NodeUpgraded;CleaningUp;CleanedUp;Succeeded;Failed;Previewed;Aborted
 type UpgradePlanPhase string
 
 // The phase values, in the order a successful upgrade passes through them.
@@ -31,11 +31,15 @@ const (
 	// PhasePreviewed ends a dry run (spec.dryRun): the checks ran, the
 	// outcome is in status.preview, and nothing was changed.
 	PhasePreviewed UpgradePlanPhase = "Previewed"
+	// PhaseAborted ends a plan stopped by spec.abort at a safe point; what
+	// it made and changed is then cleaned up.
+	PhaseAborted UpgradePlanPhase = "Aborted"
 )
 
-// IsTerminal reports whether the phase is Succeeded, Failed or Previewed.
+// IsTerminal reports whether the phase is Succeeded, Failed, Previewed or
+// Aborted.
 func (p UpgradePlanPhase) IsTerminal() bool {
-	return p == PhaseSucceeded || p == PhaseFailed || p == PhasePreviewed
+	return p == PhaseSucceeded || p == PhaseFailed || p == PhasePreviewed || p == PhaseAborted
 }
 
 // The names of the pipeline's steps, as events and messages call them

@@ -24,10 +24,17 @@ func (p *UpgradePlan) IsPaused() bool {
 	return p.Spec.Paused != nil && *p.Spec.Paused
 }
 
+// AbortRequested reports whether spec.abort is true on a plan that has not
+// ended: it stops at its next safe point and ends Aborted.
+func (p *UpgradePlan) AbortRequested() bool {
+	return p.Spec.Abort != nil && *p.Spec.Abort && !p.IsFinished()
+}
+
 // HoldsNode reports whether a node that has not started its upgrade must
-// wait: the plan is paused or the node is listed in pauseNodes.
+// wait: the plan is paused or aborting, or the node is listed in
+// pauseNodes.
 func (p *UpgradePlan) HoldsNode(node string) bool {
-	return p.IsPaused() || p.IsNodePaused(node)
+	return p.IsPaused() || p.AbortRequested() || p.IsNodePaused(node)
 }
 
 // PauseNodes returns spec.nodeUpgradeOption.pauseNodes (nil when unset).
@@ -43,6 +50,32 @@ func (p *UpgradePlan) IsNodePaused(node string) bool {
 	return slices.Contains(p.PauseNodes(), node)
 }
 
+// ExcludeNodes returns spec.nodeUpgradeOption.excludeNodes.
+func (p *UpgradePlan) ExcludeNodes() []string {
+	if p.Spec.NodeUpgradeOption == nil {
+		return nil
+	}
+	return p.Spec.NodeUpgradeOption.ExcludeNodes
+}
+
+// IsNodeExcluded reports whether the node is listed in
+// spec.nodeUpgradeOption.excludeNodes.
+func (p *UpgradePlan) IsNodeExcluded(node string) bool {
+	return slices.Contains(p.ExcludeNodes(), node)
+}
+
+// ExcludedNodes are the nodes recorded Excluded, sorted.
+func (p *UpgradePlan) ExcludedNodes() []string {
+	var out []string
+	for name, st := range p.Status.NodeUpgradeStatuses {
+		if st.State == NodeStateExcluded {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // HealthGateMode returns spec.nodeUpgradeOption.healthGate, Strict when unset.
 func (p *UpgradePlan) HealthGateMode() HealthGateMode {
 	if p.Spec.NodeUpgradeOption == nil || p.Spec.NodeUpgradeOption.HealthGate == nil {
@@ -51,12 +84,41 @@ func (p *UpgradePlan) HealthGateMode() HealthGateMode {
 	return *p.Spec.NodeUpgradeOption.HealthGate
 }
 
+// MaxUnavailableNodes returns spec.nodeUpgradeOption.maxUnavailableNodes,
+// 1 when unset.
+func (p *UpgradePlan) MaxUnavailableNodes() int {
+	if p.Spec.NodeUpgradeOption == nil || p.Spec.NodeUpgradeOption.MaxUnavailableNodes == nil {
+		return 1
+	}
+	return int(*p.Spec.NodeUpgradeOption.MaxUnavailableNodes)
+}
+
 // PreloadConcurrency returns spec.imagePreloadOption.concurrency, 0 when unset.
 func (p *UpgradePlan) PreloadConcurrency() int {
 	if p.Spec.ImagePreloadOption == nil || p.Spec.ImagePreloadOption.Concurrency == nil {
 		return 0
 	}
 	return *p.Spec.ImagePreloadOption.Concurrency
+}
+
+// CleanupConcurrency returns spec.imageCleanupOption.concurrency,
+// DefaultImageCleanupConcurrency when unset (or, from an object older than
+// the field's validation, not positive).
+func (p *UpgradePlan) CleanupConcurrency() int {
+	if o := p.Spec.ImageCleanupOption; o != nil && o.Concurrency != nil && *o.Concurrency > 0 {
+		return *o.Concurrency
+	}
+	return DefaultImageCleanupConcurrency
+}
+
+// Check returns the recorded check of that name (status.checks), or nil.
+func (p *UpgradePlan) Check(name string) *Check {
+	for i := range p.Status.Checks {
+		if p.Status.Checks[i].Name == name {
+			return &p.Status.Checks[i]
+		}
+	}
+	return nil
 }
 
 // Condition returns the condition of the given type, or nil.

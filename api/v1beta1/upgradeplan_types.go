@@ -65,6 +65,11 @@ type UpgradePlanSpec struct {
 	// +optional
 	NodeUpgradeOption *NodeUpgradeOption `json:"nodeUpgradeOption,omitempty"`
 
+	// ImageCleanupOption controls how the previous release's container
+	// images are removed from the nodes.
+	// +optional
+	ImageCleanupOption *ImageCleanupOption `json:"imageCleanupOption,omitempty"`
+
 	// Paused holds the upgrade at its next safe point, and setting it back to
 	// false resumes it where it stopped. A phase that has started finishes
 	// (its Jobs are never interrupted) and the next one does not start;
@@ -75,6 +80,20 @@ type UpgradePlanSpec struct {
 	// held: nothing it waits for is under way.
 	// +optional
 	Paused *bool `json:"paused,omitempty"`
+
+	// Abort stops the upgrade for good and cleans up after it; it cannot be
+	// taken back. Before ClusterUpgrade, nothing of the release has reached
+	// the cluster: the plan ends Aborted at once, and everything it made is
+	// deleted and every setting it changed restored. From ClusterUpgrade on
+	// there is no downgrade: the plan stops at its next safe point (a
+	// cluster upgrade under way finishes; during NodeUpgrade the node
+	// between its drain and its return finishes and no other node starts),
+	// then ends Aborted, naming the nodes upgraded and those not, and
+	// cleans up as above. To finish such an upgrade later, create a new plan
+	// for the same version: it upgrades the nodes left. The webhook refuses
+	// an abort of a plan that has ended (delete it instead) or of a dry run.
+	// +optional
+	Abort *bool `json:"abort,omitempty"`
 
 	// RestoreVM restarts, after each node is upgraded, the virtual machines
 	// that could not be live-migrated and were therefore shut down before
@@ -149,6 +168,27 @@ type ImagePreloadOption struct {
 	Concurrency *int `json:"concurrency,omitempty"`
 }
 
+// ImageCleanupOption controls the image cleanup. A node's previous images
+// are removed as soon as its upgrade is verified (it rebooted into the new
+// OS), while the other nodes still upgrade; the ImageCleanup phase only
+// waits for the last ones. A node in the drain slot is never cleaned.
+type ImageCleanupOption struct {
+	// Concurrency is how many nodes remove images at the same time. Unset
+	// means DefaultImageCleanupConcurrency (2): removing images is disk I/O
+	// on nodes that carry VMs again, so it is bounded; two keep up with the
+	// node upgrades even when a cleanup takes twice as long as a node's
+	// drain, OS upgrade and reboot, and one slow or hung cleanup does not
+	// hold up the others'.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	Concurrency *int `json:"concurrency,omitempty"`
+}
+
+// DefaultImageCleanupConcurrency is spec.imageCleanupOption.concurrency
+// when unset (see ImageCleanupOption).
+const DefaultImageCleanupConcurrency = 2
+
 // NodeUpgradeOption controls the node upgrade phase.
 type NodeUpgradeOption struct {
 	// PauseNodes lists the names of nodes that must wait before they are
@@ -164,9 +204,11 @@ type NodeUpgradeOption struct {
 	PauseNodes []string `json:"pauseNodes,omitempty"`
 
 	// HealthGate is what must be healthy before Rancher may drain the next
-	// node. Strict (the default) waits until every node is Ready, the API
-	// server and its etcd report ready, no Longhorn volume is degraded or
-	// faulted and the VMs of the upgraded nodes are restored. Relaxed waits
+	// node. Strict (the default) waits until the node is Ready and no
+	// other node is cordoned (the other nodes that are down are the circuit
+	// breaker's, maxUnavailableNodes), the API server and its etcd report
+	// ready, no Longhorn volume is degraded or faulted and the VMs of the
+	// upgraded nodes are restored. Relaxed waits
 	// only for the nodes and the control plane. Risk of Relaxed: a volume
 	// still rebuilding a replica lost in the last drain may lose another
 	// one in the next, and with its last healthy replica its data; use it
@@ -176,6 +218,41 @@ type NodeUpgradeOption struct {
 	// +optional
 	// +kubebuilder:validation:Enum=Strict;Relaxed
 	HealthGate *HealthGateMode `json:"healthGate,omitempty"`
+
+	// MaxUnavailableNodes is the circuit breaker: the most managed nodes
+	// that may be NotReady or unreachable at once, the node being upgraded
+	// counted. No further node is drained while draining it would make
+	// more of them unavailable than this; the plan names the nodes (the
+	// insight CircuitBreakerOpen, the held node's message and the
+	// Progressing condition) and drains the next node by itself once
+	// enough of them are back. Unlike the rest of the health gate, the
+	// breaker never fails the plan: a node that stays down holds it until
+	// it returns or the plan is deleted. Default 1: no node is drained
+	// while another one is down. Risk of more: a volume with a replica on
+	// a node that is down loses another one with each drain.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxUnavailableNodes *int32 `json:"maxUnavailableNodes,omitempty"`
+
+	// ExcludeNodes lists nodes lost during the upgrade, so that it finishes
+	// on the others. A listed node is excluded only while it waits for its
+	// reboot into the new OS (state WaitingReboot, or failed there with
+	// reason RebootTimeout and retried) and is NotReady or unreachable: its
+	// state becomes Excluded for good, Rancher's post-drain hook of it is
+	// answered so that Rancher goes on with the next node, the circuit
+	// breaker and the health gate no longer count it, the image cleanup and
+	// the final checks skip it, and the plan ends Succeeded with the
+	// condition NodesExcluded naming it. A node listed in any other state,
+	// or Ready, is upgraded as usual. Afterwards, remove the node from the
+	// cluster, or repair it and upgrade it with a new plan (README: "A node
+	// lost during the upgrade"). Not on a single-node cluster.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=1000
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	ExcludeNodes []string `json:"excludeNodes,omitempty"`
 }
 
 // HealthGateMode is how much the health gate between two nodes checks.
@@ -491,10 +568,11 @@ type NodeUpgradeStatus struct {
 	// +optional
 	PreviousOSImage string `json:"previousOSImage,omitempty"`
 	// HealthGateSince is when the health gate first held the node before
-	// its drain, Rancher having reached it: another node not Ready, a
+	// its drain, Rancher having reached it: another node cordoned, a
 	// Longhorn volume degraded or faulted, or the previous node's VMs
 	// still being restored. The plan fails when the cluster is not healthy
-	// within the health-gate deadline from then.
+	// within the health-gate deadline from then. It is cleared while the
+	// circuit breaker holds the node, which has no deadline.
 	// +optional
 	HealthGateSince *metav1.Time `json:"healthGateSince,omitempty"`
 	// VMs counts what the upgrade did to the node's VMs, from the plan's VM

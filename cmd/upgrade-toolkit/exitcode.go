@@ -30,6 +30,9 @@ const (
 	// exitUnreachable: no cluster could be asked: no kubeconfig or context,
 	// the API server did not answer, or it refused the credentials.
 	exitUnreachable = 9
+	// exitPlanAborted: the plan status --watch followed was aborted
+	// (spec.abort).
+	exitPlanAborted = 10
 )
 
 // exitCodes are the codes of the commands people run, with their meaning,
@@ -44,6 +47,7 @@ var exitCodes = []struct {
 	{exitCheckFailed, "a check failed: a plan with these settings would not start (preflight, images)"},
 	{exitPlanFailed, "the plan failed (status --watch)"},
 	{exitUnreachable, "no cluster to ask: no kubeconfig or context, the API server did not answer, or it refused the credentials"},
+	{exitPlanAborted, "the plan was aborted (status --watch)"},
 }
 
 // exitCodesHelp is the table of exit codes for a command's --help; codes

@@ -32,6 +32,7 @@ func TestExitCodes(t *testing.T) {
 	}
 	succeeded := ended(v1beta1.PhaseSucceeded, "")
 	failed := ended(v1beta1.PhaseFailed, "upgrading node node-2 failed in PostDrainFailed: Job harvester-system/x failed")
+	aborted := ended(v1beta1.PhaseAborted, "aborted (spec.abort) before ClusterUpgrade: nothing of the release reached the cluster")
 
 	tested := map[int]bool{}
 	for _, tc := range []struct {
@@ -46,6 +47,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"preflight", "--version", "v1.8.0"}, exitCheckFailed, "WOULD NOT RUN"},
 		{[]string{"status", failed, "--watch"}, exitPlanFailed, "the upgrade " + failed + " failed"},
 		{[]string{"status", "--context", "nowhere"}, exitUnreachable, `context "nowhere" does not exist`},
+		{[]string{"status", aborted, "--watch"}, exitPlanAborted, "the upgrade " + aborted + " was aborted"},
 	} {
 		code, out := runCLI(t, append(tc.args, "--kubeconfig", kc)...)
 		if code != tc.code || !strings.Contains(out, tc.out) {

@@ -52,7 +52,7 @@ the plan failed.
 jsonpath=, go-template=, custom-columns=.
 
 Installed as kubectl-upgrade_status on the PATH, it is the kubectl plugin
-kubectl upgrade-status.` + exitCodesHelp(0, exitFailure, usageExitCode, exitPlanFailed, exitUnreachable),
+kubectl upgrade-status.` + exitCodesHelp(0, exitFailure, usageExitCode, exitPlanFailed, exitUnreachable, exitPlanAborted),
 		Example: `  upgrade-toolkit status
   upgrade-toolkit status hvst-upgrade-x7k2p --watch
   upgrade-toolkit status -o json --kubeconfig ~/.kube/harvester.yaml --context prod
@@ -128,7 +128,8 @@ func showStatus(ctx context.Context, cmd *cobra.Command, c client.WithWatch, log
 
 // followStatus shows the plan's status, then again at each change the API
 // server reports on a watch of the plan, until the plan finishes: nil when
-// it succeeded, exitPlanFailed when it failed. It reads nothing between
+// it succeeded, exitPlanFailed when it failed, exitPlanAborted when it was
+// aborted. It reads nothing between
 // changes; a watch the server ends is opened again.
 func followStatus(ctx context.Context, view *status.View, c client.WithWatch, logs status.LogReader, plan string) error {
 	one := fields.OneTermEqualSelector("metadata.name", plan)
@@ -149,6 +150,9 @@ func followStatus(ctx context.Context, view *status.View, c client.WithWatch, lo
 		if v1beta1.UpgradePlanPhase(s.Phase).IsTerminal() {
 			if s.Failure != nil {
 				return &exitError{code: exitPlanFailed, err: fmt.Errorf("the upgrade %s failed", plan)}
+			}
+			if s.Aborted != "" {
+				return &exitError{code: exitPlanAborted, err: fmt.Errorf("the upgrade %s was aborted", plan)}
 			}
 			return nil
 		}

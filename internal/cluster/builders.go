@@ -113,15 +113,32 @@ func UpgradeTolerations() []corev1.Toleration {
 
 // SUCPlanSpec is what a system-upgrade-controller Plan of the toolkit runs.
 type SUCPlanSpec struct {
-	Concurrency        int64
-	DeadlineSeconds    int64
-	NodeSelector       map[string]string
+	Concurrency     int64
+	DeadlineSeconds int64
+	NodeSelector    map[string]string
+	// SkipHostnames are nodes (their kubernetes.io/hostname labels) the
+	// selector leaves out.
+	SkipHostnames []string
+	// OnlyHostnames, when set, are the only nodes (their
+	// kubernetes.io/hostname labels) the selector takes.
+	OnlyHostnames      []string
 	ServiceAccountName string
 	Image              string
 	Command            []string
 	Env                []corev1.EnvVar
 	// Version feeds SUC's plan hash; jobs rerun when it changes.
 	Version string
+}
+
+func sucNodeSelector(s SUCPlanSpec) *metav1.LabelSelector {
+	sel := &metav1.LabelSelector{MatchLabels: s.NodeSelector}
+	if len(s.SkipHostnames) > 0 {
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{Key: corev1.LabelHostname, Operator: metav1.LabelSelectorOpNotIn, Values: s.SkipHostnames})
+	}
+	if len(s.OnlyHostnames) > 0 {
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{Key: corev1.LabelHostname, Operator: metav1.LabelSelectorOpIn, Values: s.OnlyHostnames})
+	}
+	return sel
 }
 
 // NewSUCPlan builds a Plan that runs one privileged Job per selected node,
@@ -132,7 +149,7 @@ func NewSUCPlan(namespace, name string, s SUCPlanSpec) *upgradev1.Plan {
 		Spec: upgradev1.PlanSpec{
 			Concurrency:           s.Concurrency,
 			JobActiveDeadlineSecs: &s.DeadlineSeconds,
-			NodeSelector:          &metav1.LabelSelector{MatchLabels: s.NodeSelector},
+			NodeSelector:          sucNodeSelector(s),
 			ServiceAccountName:    s.ServiceAccountName,
 			Version:               s.Version,
 			Tolerations:           UpgradeTolerations(),

@@ -25,8 +25,8 @@ func ReplicasRebuilding(ctx context.Context, c client.Reader) (map[string]int32,
 	seen := map[string]bool{}
 	byNode := map[string]int32{}
 	for i := range engines.Items {
-		for name, mode := range engines.Items[i].Status.ReplicaModeMap {
-			if mode != LonghornReplicaWO || seen[name] {
+		for name := range RebuildingReplicas(&engines.Items[i]) {
+			if seen[name] {
 				continue
 			}
 			seen[name] = true
@@ -41,4 +41,16 @@ func ReplicasRebuilding(ctx context.Context, c client.Reader) (map[string]int32,
 		}
 	}
 	return byNode, nil
+}
+
+// RebuildingReplicas names the replicas an engine reports being rebuilt
+// (mode WO).
+func RebuildingReplicas(e *longhornv1beta2.Engine) map[string]bool {
+	out := map[string]bool{}
+	for name, mode := range e.Status.ReplicaModeMap {
+		if mode == LonghornReplicaWO {
+			out[name] = true
+		}
+	}
+	return out
 }

@@ -308,11 +308,14 @@ type settling struct {
 	need  time.Duration
 }
 
+// reset starts the count again: the state could not be read.
+func (s *settling) reset() { s.since = time.Time{} }
+
 // held records one check of the state and says whether it has now held for
 // the time needed, and for how long, for the wait's status.
 func (s *settling) held(ok bool, status string) (bool, string) {
 	if !ok {
-		s.since = time.Time{}
+		s.reset()
 		return false, status
 	}
 	if s.since.IsZero() {

@@ -94,7 +94,7 @@ func (u *Upgrade) waitLonghorn(ctx context.Context, _ *run) error {
 	if err := w.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		ds := &appsv1.DaemonSet{}
 		if err := u.Client.Get(ctx, key, ds); err != nil {
-			settled.held(false, "")
+			settled.reset()
 			return false, "", err
 		}
 		ok, status := settled.held(LonghornManagerReady(ds, manager, nodes))

@@ -192,7 +192,7 @@ func (u *Upgrade) waitCAPICluster(ctx context.Context, when string) error {
 	return w.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		c := &capiv1beta1.Cluster{}
 		if err := u.Client.Get(ctx, key, c); err != nil {
-			settled.held(false, "")
+			settled.reset()
 			return false, "", err
 		}
 		ok, status := settled.held(CAPIClusterSettled(c))

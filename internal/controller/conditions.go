@@ -39,8 +39,8 @@ func (p *pass) setConditions(res phase.Result, runErr error) {
 	case v1beta1.PhaseSucceeded:
 		p.setEnded()
 		p.setCondition(v1beta1.ConditionProgressing, metav1.ConditionFalse, v1beta1.ReasonSucceeded, "UpgradePlan has completed")
-	case v1beta1.PhaseFailed:
-		// fail set Progressing with the reason when the plan failed.
+	case v1beta1.PhaseFailed, v1beta1.PhaseAborted:
+		// fail and abort set Progressing with the reason.
 		p.setEnded()
 	default:
 		p.setCondition(v1beta1.ConditionAvailable, metav1.ConditionTrue, v1beta1.ReasonExecutable, "")

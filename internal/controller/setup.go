@@ -51,6 +51,7 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 	if cfg.Kubelet == nil {
 		cfg.Kubelet = preflight.ProxyKubelet{Kube: kube}
 	}
+	ledgers := &vmledger.Cache{}
 	r := &PlanReconciler{
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),
@@ -62,7 +63,7 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 		PlanProgress: &cluster.PlanProgressReader{Reader: mgr.GetAPIReader()},
 		Plans:        plans,
 		Kept:         kept.New(),
-		Ledgers:      &vmledger.Cache{},
+		Ledgers:      ledgers,
 	}
 	byPlanLabel := handler.EnqueueRequestsFromMapFunc(planOfLabel)
 	if err := ctrl.NewControllerManagedBy(mgr).
@@ -98,7 +99,7 @@ func Setup(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, plans *p
 		Complete(r); err != nil {
 		return err
 	}
-	if err := SetupLedger(mgr, cfg, clk); err != nil {
+	if err := SetupLedger(mgr, cfg, clk, ledgers); err != nil {
 		return err
 	}
 	return SetupDrainHook(mgr)
@@ -126,17 +127,10 @@ var rebuildingChanged = predicate.Funcs{
 
 // rebuilding names the replicas an engine rebuilds.
 func rebuilding(obj client.Object) map[string]bool {
-	e, ok := obj.(*longhornv1beta2.Engine)
-	if !ok {
-		return nil
+	if e, ok := obj.(*longhornv1beta2.Engine); ok {
+		return cluster.RebuildingReplicas(e)
 	}
-	out := map[string]bool{}
-	for name, mode := range e.Status.ReplicaModeMap {
-		if mode == cluster.LonghornReplicaWO {
-			out[name] = true
-		}
-	}
-	return out
+	return nil
 }
 
 // podCreated: a new pod asks for no pass. Its Job's status counts it, and

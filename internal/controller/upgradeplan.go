@@ -6,6 +6,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/kept"
 	"github.com/harvester/upgrade-toolkit/internal/metrics"
+	"github.com/harvester/upgrade-toolkit/internal/nodestate"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
 	"github.com/harvester/upgrade-toolkit/internal/planstatus"
@@ -106,6 +108,11 @@ func (r *PlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res c
 	}
 	plan = r.Plans.Latest(plan)
 	facts := pipeline.Facts{Now: r.Clock.Now()}
+	if plan.AbortRequested() {
+		for _, st := range plan.Status.NodeUpgradeStatuses {
+			facts.NodeUnderWay = facts.NodeUnderWay || nodestate.UnderWay(st.State)
+		}
+	}
 	if pipeline.WaitsForSlot(plan) {
 		if facts.SlotHolder, err = r.slotHolder(ctx); err != nil {
 			return ctrl.Result{}, err
@@ -129,6 +136,9 @@ func (r *PlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res c
 		return p.dryRun(ctx)
 	case pipeline.Queued:
 		p.setQueued(d.Holder)
+		return ctrl.Result{}, nil
+	case pipeline.Abort:
+		p.abort()
 		return ctrl.Result{}, nil
 	default:
 		// Run, and Paused, which holds at its safe point: the run says
@@ -276,8 +286,12 @@ func (p *pass) runPipeline(ctx context.Context) (phase.Result, error) {
 			continue
 		}
 		next, _ := pipeline.Next(current)
-		if pipeline.Decide(s.Plan, p.facts).Mode == pipeline.Paused {
+		switch pipeline.Decide(s.Plan, p.facts).Mode {
+		case pipeline.Paused:
 			return phase.Hold("paused (spec.paused) before %s; set spec.paused to false to resume", stepName(next)), nil
+		case pipeline.Abort:
+			p.abort()
+			return phase.Result{}, nil
 		}
 		if next == v1beta1.PhaseSucceeded {
 			if moved {
@@ -291,7 +305,12 @@ func (p *pass) runPipeline(ctx context.Context) (phase.Result, error) {
 				return res, err
 			}
 			pipeline.SetPhase(st, v1beta1.PhaseSucceeded, s.Now())
-			s.Event(corev1.EventTypeNormal, v1beta1.EventUpgradeSucceeded, "Upgrade completed successfully")
+			if excluded := s.Plan.ExcludedNodes(); len(excluded) > 0 {
+				s.Event(corev1.EventTypeNormal, v1beta1.EventUpgradeSucceeded, "Upgrade completed on every node but %s, excluded while down (condition %s)",
+					strings.Join(excluded, ", "), v1beta1.ConditionNodesExcluded)
+			} else {
+				s.Event(corev1.EventTypeNormal, v1beta1.EventUpgradeSucceeded, "Upgrade completed successfully")
+			}
 			return phase.Result{}, nil
 		}
 		nextPos, _ := pipeline.Locate(next)

@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,14 +58,19 @@ type LedgerReconciler struct {
 	Clock     clock.PassiveClock
 	Config    *phase.Config
 	Power     helper.VMPower
+	// Ledgers reads the ledgers, parsed once per version of each ConfigMap.
+	Ledgers *vmledger.Cache
 }
 
-// SetupLedger registers the ledger's keeper with a manager.
-func SetupLedger(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock) error {
+// SetupLedger registers the ledger's keeper with a manager; ledgers is the
+// cache it shares with the plan reconciler, so that each version of a
+// ledger's ConfigMap is parsed once.
+func SetupLedger(mgr ctrl.Manager, cfg *phase.Config, clk clock.PassiveClock, ledgers *vmledger.Cache) error {
 	r := &LedgerReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clock: clk, Config: cfg,
 		Recorder: mgr.GetEventRecorderFor(LedgerControllerName + "-controller"),
 		Power:    helper.RunStrategyPower{Client: mgr.GetClient()},
+		Ledgers:  ledgers,
 	}
 	toPlans := handler.EnqueueRequestsFromMapFunc(r.observingPlans)
 	return ctrl.NewControllerManagedBy(mgr).
@@ -136,18 +143,19 @@ type vmCluster struct {
 }
 
 // readVMs reads the VMs, instances and migrations from the cache, by
-// namespace/name (of the VM, for migrations).
+// namespace/name (of the VM, for migrations). Not copied: a pass runs on
+// every change of any VM, instance or migration, and reads them only.
 func (r *LedgerReconciler) readVMs(ctx context.Context) (*vmCluster, error) {
 	var vms kubevirtv1.VirtualMachineList
-	if err := r.Client.List(ctx, &vms); err != nil {
+	if err := r.Client.List(ctx, &vms, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing VMs: %w", err)
 	}
 	var vmis kubevirtv1.VirtualMachineInstanceList
-	if err := r.Client.List(ctx, &vmis); err != nil {
+	if err := r.Client.List(ctx, &vmis, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing VM instances: %w", err)
 	}
 	var migs kubevirtv1.VirtualMachineInstanceMigrationList
-	if err := r.Client.List(ctx, &migs); err != nil {
+	if err := r.Client.List(ctx, &migs, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing VM migrations: %w", err)
 	}
 	c := &vmCluster{vms: map[string]*kubevirtv1.VirtualMachine{}, vmis: map[string]*kubevirtv1.VirtualMachineInstance{},
@@ -211,7 +219,7 @@ func (r *LedgerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if !observing(plan) {
 		return ctrl.Result{}, nil
 	}
-	l, cm, err := vmledger.Read(ctx, r.Client, plan.Name)
+	l, cms, err := r.Ledgers.ReadShards(ctx, r.Client, plan.Name)
 	if err != nil || l == nil {
 		return ctrl.Result{}, err
 	}
@@ -222,6 +230,8 @@ func (r *LedgerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	now := r.Clock.Now()
 	var added []recorded
 	var next time.Time
+	// The ledger read is shared: the records that change are copies.
+	changed := map[int]vmledger.Record{}
 	for i := range l.Records {
 		rec := &l.Records[i]
 		retried, err := r.choose(ctx, plan, rec, vc, now)
@@ -232,15 +242,21 @@ func (r *LedgerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		if retried != nil {
 			evs = append([]vmledger.Event{*retried}, evs...)
 		}
+		if !at.IsZero() && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+		if len(evs) == 0 {
+			continue
+		}
 		if err := r.who(ctx, rec.VM, evs); err != nil {
 			return ctrl.Result{}, err
 		}
-		rec.Add(evs...)
+		c := *rec
+		c.Events = slices.Clone(rec.Events)
+		c.Add(evs...)
+		changed[i] = c
 		for _, e := range evs {
-			added = append(added, recorded{vm: rec.VM, Event: e})
-		}
-		if !at.IsZero() && (next.IsZero() || at.Before(next)) {
-			next = at
+			added = append(added, recorded{vm: rec.VM, shard: vmledger.ShardOf(i), Event: e})
 		}
 	}
 	res := ctrl.Result{}
@@ -250,24 +266,48 @@ func (r *LedgerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if len(added) == 0 {
 		return res, nil
 	}
-	if cm.Data, cm.BinaryData, err = vmledger.Encode(l); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.Client.Update(ctx, cm); err != nil {
-		if apierrors.IsConflict(err) {
-			return ctrl.Result{RequeueAfter: conflictRetry}, nil
-		}
-		return ctrl.Result{}, fmt.Errorf("writing the VM ledger %s: %w", vmledger.Key(plan.Name), err)
-	}
+	written, err := r.write(ctx, plan.Name, l, cms, changed)
 	for _, e := range added {
-		r.tell(plan, e)
+		if written[e.shard] {
+			r.tell(plan, e)
+		}
 	}
-	return res, nil
+	if apierrors.IsConflict(err) {
+		// A ConfigMap changed since it was read: the next pass observes
+		// its VMs again.
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
+	return res, err
+}
+
+// write writes the ConfigMaps of the ledger whose records changed, and only
+// those: each holds vmledger.ShardSize VMs, so that a change costs the same
+// whatever the cluster's size. written are the ConfigMaps it wrote.
+func (r *LedgerReconciler) write(ctx context.Context, plan string, l *vmledger.Ledger, cms []*corev1.ConfigMap, changed map[int]vmledger.Record) (written map[int]bool, err error) {
+	next := &vmledger.Ledger{Started: l.Started, Records: slices.Clone(l.Records)}
+	shards := map[int]bool{}
+	for i, rec := range changed {
+		next.Records[i] = rec
+		shards[vmledger.ShardOf(i)] = true
+	}
+	written = map[int]bool{}
+	for _, i := range slices.Sorted(maps.Keys(shards)) {
+		cm := cms[i].DeepCopy()
+		if cm.Data, cm.BinaryData, err = vmledger.EncodeShard(next, i); err != nil {
+			return written, err
+		}
+		if err := r.Client.Update(ctx, cm); err != nil {
+			return written, fmt.Errorf("writing the VM ledger %s: %w", vmledger.ShardKey(plan, i), err)
+		}
+		written[i] = true
+	}
+	return written, nil
 }
 
 // recorded is an event recorded of a VM.
 type recorded struct {
-	vm string
+	vm    string
+	shard int
 	vmledger.Event
 }
 
@@ -300,7 +340,7 @@ func (r *LedgerReconciler) choose(ctx context.Context, plan *v1beta1.UpgradePlan
 		if m.Status.Phase == cluster.MigrationPhaseSucceeded || m.DeletionTimestamp != nil {
 			continue
 		}
-		if err := r.Client.Delete(ctx, m); client.IgnoreNotFound(err) != nil {
+		if err := r.Client.Delete(ctx, m.DeepCopy()); client.IgnoreNotFound(err) != nil {
 			return nil, fmt.Errorf("deleting migration %s/%s to try VM %s's migration again: %w", m.Namespace, m.Name, rec.VM, err)
 		}
 		deleted++

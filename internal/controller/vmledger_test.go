@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -166,4 +168,52 @@ func TestHeldForTheOperatorsChoice(t *testing.T) {
 	}
 	h.WaitEvent(p.Name, "VMMigrationHeld: Node node-1: held since")
 	h.WaitProgressing(p.Name, "upgrading node node-1 (PreDraining: held since")
+}
+
+// TestLedgerKeptInShards: a ledger of more than vmledger.ShardSize VMs is
+// kept in ConfigMaps of ShardSize VMs each, the first naming how many, and
+// a change of one VM rewrites only the ConfigMap that holds it.
+func TestLedgerKeptInShards(t *testing.T) {
+	h := plantest.New(t)
+	nodes := h.Harvester(3)
+	n := 2*vmledger.ShardSize + 7
+	var last types.NamespacedName
+	for i := range n {
+		last = h.VM(fmt.Sprintf("vm-%03d", i), nodes[i%len(nodes)])
+	}
+	p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+	p = h.DriveToNodeUpgrading(p.Name, nodes)
+	l := waitLedger(h, p.Name, "default/"+last.Name+" node=")
+	if len(l.Records) != n {
+		t.Fatalf("the ledger records %d VMs, want %d", len(l.Records), n)
+	}
+	versions := func() []string {
+		var out []string
+		for i := range vmledger.Shards(n) {
+			cm := &corev1.ConfigMap{}
+			if err := h.C.Get(h.Ctx(), vmledger.ShardKey(p.Name, i), cm); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := cm.Data[vmledger.KeyShards], "3"; i == 0 && got != want {
+				t.Errorf("%s: %s=%q, want %q", cm.Name, vmledger.KeyShards, got, want)
+			}
+			out = append(out, cm.ResourceVersion)
+		}
+		return out
+	}
+	before := versions()
+	if len(before) != 3 {
+		t.Fatalf("%d ConfigMaps, want 3", len(before))
+	}
+	if err := h.C.Get(h.Ctx(), vmledger.ShardKey(p.Name, 3), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a fourth ConfigMap: %v", err)
+	}
+
+	// The last VM is in the last ConfigMap: only it is written.
+	h.Migration(last, "kubevirt-evacuation-zzzzz", cluster.MigrationPhaseFailed, nodes[0], "migration timed out")
+	waitLedger(h, p.Name, "mig=kubevirt-evacuation-zzzzz")
+	after := versions()
+	if after[0] != before[0] || after[1] != before[1] || after[2] == before[2] {
+		t.Errorf("resource versions %v, then %v: want only the third ConfigMap written", before, after)
+	}
 }

@@ -14,8 +14,9 @@
 //   - once ImagePreload ran on it, also the new release's images of the
 //     bundle's common and RKE2 archives (the agent archives are only copied
 //     to disk for rancher-system-agent);
-//   - once ImageCleanup ran on it, no longer the running release's images
-//     the new one does not use (release.StaleImages);
+//   - once the image cleanup ran on it (as soon as it is upgraded), no
+//     longer the running release's images the new one does not use
+//     (release.StaleImages);
 //   - the manager's own image, on the nodes its pods ran on only: no
 //     workload uses it, since no other node is sure to have it.
 //
@@ -71,7 +72,7 @@ var Workloads = []Workload{
 	{v1beta1.StepNodeUpgrade, jobspec.PostDrain, "each node", AfterImport},
 	{v1beta1.StepNodeUpgrade, jobspec.SingleNodeUpgrade, "the only node", AfterImport},
 	{v1beta1.StepNodeUpgrade, jobspec.RestoreVM, "any node", AfterImport},
-	{v1beta1.StepImageCleanup, v1beta1.ComponentImageCleanup, "every managed node", AfterImport},
+	{v1beta1.StepImageCleanup, v1beta1.ComponentImageCleanup, "each managed node, once it is upgraded", AfterImport},
 }
 
 // Toolkit says which toolkit image the workloads of one upgrade run.

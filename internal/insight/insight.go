@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/nodestate"
 )
 
 // Facts are what one look at the cluster saw.
@@ -30,6 +31,9 @@ type Facts struct {
 	// Unavailable are the managed nodes, other than the slot's, that are
 	// cordoned or not Ready.
 	Unavailable []NodeProblem
+	// MaxUnavailable is the circuit breaker's limit
+	// (spec.nodeUpgradeOption.maxUnavailableNodes).
+	MaxUnavailable int
 	// Blocked are the pods on the draining node that the eviction API
 	// refuses now, with the budgets that refuse them.
 	Blocked []PodBlock
@@ -105,6 +109,7 @@ var kinds = map[string]kind{
 	v1beta1.InsightDrainRefusedPod:     {v1beta1.ImpactUpgradeStalled, 0, 10 * time.Minute},
 	v1beta1.InsightDrainTaintRemoved:   {v1beta1.ImpactVMAvailability, 0, 0},
 	v1beta1.InsightNodeUnavailable:     {v1beta1.ImpactDataRedundancy, 0, 5 * time.Minute},
+	v1beta1.InsightCircuitBreakerOpen:  {v1beta1.ImpactUpgradeStalled, 0, 15 * time.Minute},
 	v1beta1.InsightConcurrentV1Upgrade: {v1beta1.ImpactAPIAvailability, 0, 0},
 	v1beta1.InsightProvisioningPaused:  {v1beta1.ImpactUpgradeStalled, 0, 10 * time.Minute},
 	v1beta1.InsightStalled:             {v1beta1.ImpactUpgradeStalled, 5 * time.Minute, 15 * time.Minute},
@@ -144,6 +149,14 @@ func Evaluate(f Facts, previous []v1beta1.Insight) []v1beta1.Insight {
 			"onto it and stopped by its reboot. Find what removes it (a controller or a person) and stop it; the node's pre-drain taints it again on a retry",
 			f.Slot, f.TaintWriter), "Node/"+f.Slot)
 	}
+	var down, downObjects []string
+	for _, n := range f.Unavailable {
+		if n.NotReady {
+			down = append(down, n.Node)
+			downObjects = append(downObjects, "Node/"+n.Node)
+		}
+	}
+	breaker := nodestate.Breaker(down, f.MaxUnavailable)
 	for _, n := range f.Unavailable {
 		var what []string
 		if n.Cordoned {
@@ -152,9 +165,18 @@ func Evaluate(f Facts, previous []v1beta1.Insight) []v1beta1.Insight {
 		if n.NotReady {
 			what = append(what, "not Ready")
 		}
-		add(v1beta1.InsightNodeUnavailable, fmt.Sprintf("node %s is %s while %s: no other node is drained until it is back "+
+		holds := "no other node is drained until it is back"
+		if !n.Cordoned && breaker == "" {
+			// Below the circuit breaker's limit the next drain goes on.
+			holds = fmt.Sprintf("the next node is drained all the same (spec.nodeUpgradeOption.maxUnavailableNodes is %d)", f.MaxUnavailable)
+		}
+		add(v1beta1.InsightNodeUnavailable, fmt.Sprintf("node %s is %s while %s: %s "+
 			"(its volumes' replicas and VMs are at risk); uncordon it (kubectl uncordon %s) or bring it back",
-			n.Node, strings.Join(what, " and "), slotPhrase(f.Slot), n.Node), "Node/"+n.Node)
+			n.Node, strings.Join(what, " and "), slotPhrase(f.Slot), holds, n.Node), "Node/"+n.Node)
+	}
+	if breaker != "" {
+		add(v1beta1.InsightCircuitBreakerOpen, "the circuit breaker holds every further drain: "+breaker+
+			"; bring the nodes back, or raise the limit at the risk of the volumes with replicas on them", downObjects...)
 	}
 	for _, u := range f.V1Upgrades {
 		add(v1beta1.InsightConcurrentV1Upgrade, fmt.Sprintf("Harvester's built-in upgrade %s runs at the same time as this plan: the two upgrade the same "+

@@ -87,6 +87,33 @@ func TestLevelsRiseAndSinceIsKept(t *testing.T) {
 	}
 }
 
+// The breaker's insight names every node that is down, and only while
+// draining another one would leave more unavailable than the limit.
+func TestCircuitBreakerOpen(t *testing.T) {
+	f := Facts{Now: t0, Slot: "node-1", MaxUnavailable: 1, Unavailable: []NodeProblem{
+		{Node: "node-2", Cordoned: true}, {Node: "node-3", NotReady: true},
+	}}
+	var got *v1beta1.Insight
+	for _, in := range Evaluate(f, nil) {
+		if in.Type == v1beta1.InsightCircuitBreakerOpen {
+			got = &in
+		}
+	}
+	if got == nil || strings.Join(got.Objects, ",") != "Node/node-3" || got.Level != v1beta1.InsightInfo && got.Level != v1beta1.InsightWarning ||
+		!strings.Contains(got.Message, "maxUnavailableNodes (1)") {
+		t.Fatalf("breaker insight: %+v", got)
+	}
+	f.MaxUnavailable = 2
+	for _, in := range Evaluate(f, nil) {
+		if in.Type == v1beta1.InsightCircuitBreakerOpen {
+			t.Errorf("breaker open below its limit: %+v", in)
+		}
+		if in.Type == v1beta1.InsightNodeUnavailable && (strings.Contains(in.Message, "drained all the same") != (in.Objects[0] == "Node/node-3")) {
+			t.Errorf("below the limit only the node that is down and not cordoned lets the next drain go on: %s", in.Message)
+		}
+	}
+}
+
 func render(ins []v1beta1.Insight) string {
 	var b strings.Builder
 	for _, in := range ins {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
+	"github.com/harvester/upgrade-toolkit/internal/helper"
 	"github.com/harvester/upgrade-toolkit/internal/waitfor"
 )
 
@@ -62,11 +63,14 @@ func orUnknown(s string) string {
 	return s
 }
 
-// workloadNodes counts the managed nodes that are not witness nodes.
-func workloadNodes(nodes []corev1.Node) int {
+// workloadNodes counts the managed nodes that can hold a volume's replica:
+// not witness nodes, and not those the operator excluded from the upgrade
+// (a node lost for good holds no replica again; counted, it would ask every
+// volume to be healthy with too few nodes to place its replicas).
+func workloadNodes(nodes []corev1.Node, excluded func(string) bool) int {
 	n := 0
 	for i := range nodes {
-		if nodes[i].Labels[cluster.LabelManagedNode] == "true" && !cluster.IsWitness(&nodes[i]) {
+		if nodes[i].Labels[cluster.LabelManagedNode] == "true" && !cluster.IsWitness(&nodes[i]) && !excluded(nodes[i].Name) {
 			n++
 		}
 	}
@@ -97,11 +101,17 @@ func (j *Job) waitLonghorn(ctx context.Context, _ *state) error {
 		if err := j.Client.List(ctx, &nodes); err != nil {
 			return false, "", err
 		}
+		// Read again on every look: the operator may exclude a lost node
+		// while the job waits.
+		plan, err := helper.Plan(ctx, j.Client, j.Plan)
+		if err != nil {
+			return false, "", err
+		}
 		byName := map[string]*longhornv1beta2.Volume{}
 		for i := range vols.Items {
 			byName[vols.Items[i].Name] = &vols.Items[i]
 		}
-		bad := UnhealthyVolumes(engines.Items, byName, workloadNodes(nodes.Items))
+		bad := UnhealthyVolumes(engines.Items, byName, workloadNodes(nodes.Items, plan.IsNodeExcluded))
 		return len(bad) == 0, strings.Join(bad, "; "), nil
 	})
 }

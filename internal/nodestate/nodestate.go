@@ -13,6 +13,7 @@ package nodestate
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 )
@@ -42,6 +43,10 @@ type Node struct {
 	Paused bool
 	// PlanPaused: the whole plan is paused (spec.paused).
 	PlanPaused bool
+	// Aborting: the plan is being aborted (spec.abort).
+	Aborting bool
+	// Excluded: the node is listed in spec.nodeUpgradeOption.excludeNodes.
+	Excluded bool
 	// PreDrainRequested: Rancher asks for the pre-drain hook of this node.
 	PreDrainRequested bool
 	// PostDrainRequested: Rancher asks for the post-drain hook.
@@ -71,6 +76,9 @@ type Node struct {
 	// Unhealthy says what keeps the cluster from draining another node
 	// (the health gate); empty when it may.
 	Unhealthy string
+	// Breaker says what holds every further drain (the circuit breaker,
+	// see Breaker); empty when it is closed.
+	Breaker string
 }
 
 // Host is what a node reports of itself (status.nodeInfo and its Ready
@@ -97,6 +105,9 @@ type Decision struct {
 	// HealthGate: the node waits for the cluster to be healthy before its
 	// drain (Node.Unhealthy).
 	HealthGate bool
+	// Breaker: the circuit breaker holds the node's drain; it has no
+	// deadline, so the health gate's does not run meanwhile.
+	Breaker bool
 	// StartJob is the type of Job to create now (v1beta1.JobType…), or "".
 	StartJob string
 }
@@ -118,14 +129,38 @@ func InDrainSlot(s v1beta1.NodeUpgradeState) bool {
 	return false
 }
 
+// UnderWay reports whether a node in state s is between the start of its
+// drain, or of its single-node upgrade, and its return: a pause or an abort
+// lets it finish.
+func UnderWay(s v1beta1.NodeUpgradeState) bool {
+	return InDrainSlot(s) || s == v1beta1.NodeStateSingleNodeUpgrading
+}
+
 // HealthGatePrefix begins the message of a node held by the health gate.
 const HealthGatePrefix = "health gate: waiting for the cluster to be healthy before draining this node: "
+
+// BreakerPrefix begins the message of a node held by the circuit breaker.
+const BreakerPrefix = "circuit breaker: no node is drained while too many are down: "
+
+// Breaker is the circuit breaker: down are the managed nodes, other than
+// the one to drain, that are NotReady or unreachable, and limit how many
+// may be unavailable at once, the drained node counted. It says what holds
+// every further drain, "" while the breaker is closed. With no node down
+// it is closed whatever the limit: one node is always drained.
+func Breaker(down []string, limit int) string {
+	if len(down) == 0 || len(down)+1 <= limit {
+		return ""
+	}
+	return fmt.Sprintf("node %s not Ready or unreachable: draining another node would leave %d unavailable, more than "+
+		"spec.nodeUpgradeOption.maxUnavailableNodes (%d); the next node is drained by itself once enough of them are back", strings.Join(down, ", "), len(down)+1, limit)
+}
 
 // pausedMessage is what a paused node reports; planPausedMessage what a
 // node held by a paused plan reports.
 const (
 	pausedMessage     = "Node upgrade paused as requested by the user: remove the node from spec.nodeUpgradeOption.pauseNodes to resume"
 	planPausedMessage = "Node upgrade held: the plan is paused (spec.paused); set spec.paused to false to resume"
+	abortingMessage   = "Node upgrade not started: the plan is being aborted (spec.abort); a new plan for the same version upgrades this node"
 )
 
 // Decide returns the decision for every node, in the order of nodes.
@@ -178,6 +213,9 @@ func decide(n *Node, singleNode bool, busy string) Decision {
 		if n.Paused {
 			return Decision{State: v1beta1.NodeStateUpgradePaused, Reason: v1beta1.ReasonAdministrativelyPaused, Message: pausedMessage}
 		}
+		if n.Aborting {
+			return Decision{State: v1beta1.NodeStateUpgradePaused, Reason: v1beta1.ReasonAborted, Message: abortingMessage}
+		}
 		if n.PlanPaused {
 			return Decision{State: v1beta1.NodeStateUpgradePaused, Reason: v1beta1.ReasonAdministrativelyPaused, Message: planPausedMessage}
 		}
@@ -192,6 +230,13 @@ func decide(n *Node, singleNode bool, busy string) Decision {
 		}
 		if busy != "" && busy != n.Name {
 			return Decision{State: n.State, Message: "waiting for node " + busy + " to finish its upgrade"}
+		}
+		if n.Breaker != "" {
+			msg := BreakerPrefix + n.Breaker
+			if n.Unhealthy != "" {
+				msg += "; the health gate waits for: " + n.Unhealthy
+			}
+			return Decision{State: n.State, Breaker: true, Message: msg}
 		}
 		if n.Unhealthy != "" {
 			return Decision{State: n.State, HealthGate: true, Message: HealthGatePrefix + n.Unhealthy}
@@ -216,17 +261,30 @@ func decide(n *Node, singleNode bool, busy string) Decision {
 			done, failed = v1beta1.NodeStateSingleNodeUpgraded, v1beta1.NodeStateSingleNodeUpgradeFailed
 		}
 		switch verdict, msg := Reboot(*n); {
+		case n.Excluded && !n.Host.Ready && !singleNode:
+			return Decision{State: v1beta1.NodeStateExcluded, Reason: v1beta1.ReasonExcludedByOperator, Message: ExcludedMessage(msg)}
 		case verdict == RebootDone:
 			return Decision{State: done, Message: msg}
 		case verdict == RebootFallback:
 			return Decision{State: failed, Reason: v1beta1.ReasonFallbackBoot, Message: msg}
 		case n.Overdue:
-			return Decision{State: failed, Reason: v1beta1.ReasonRebootTimeout, Message: "the node did not come back on the new OS in time: " + msg + waited(*n)}
+			msg = "the node did not come back on the new OS in time: " + msg + waited(*n)
+			if !n.Host.Ready && !singleNode {
+				msg += "; if it is lost for good, list it in spec.nodeUpgradeOption.excludeNodes and retry the plan to finish without it"
+			}
+			return Decision{State: failed, Reason: v1beta1.ReasonRebootTimeout, Message: msg}
 		default:
 			return Decision{State: n.State, Message: msg + waited(*n)}
 		}
 	}
 	return keep
+}
+
+// ExcludedMessage is what an excluded node reports: what it reported as it
+// was excluded, and what is left to do for it.
+func ExcludedMessage(seen string) string {
+	return "excluded from the upgrade (spec.nodeUpgradeOption.excludeNodes) while it was down; it was " + seen +
+		". Remove it from the cluster, or repair it and upgrade it with a new plan"
 }
 
 // waitForRancher decides a node whose VMs are gone while Rancher drains it
@@ -354,18 +412,34 @@ func jobStep(state v1beta1.NodeUpgradeState, j Job, jobType string, done, failed
 // Upgraded reports whether a node finished its NodeUpgrade work.
 func Upgraded(s v1beta1.NodeUpgradeState) bool {
 	t, _ := s.Tier()
-	return t >= 7 && !s.IsFailure()
+	// A node whose image cleanup failed is upgraded all the same: the
+	// cleanup runs as soon as a node is, while others still upgrade.
+	return t >= 7 && (!s.IsFailure() || s == v1beta1.NodeStateImageCleanFailed) && s != v1beta1.NodeStateExcluded
+}
+
+// Finished reports whether the node upgrade has nothing left to do for a
+// node: it is upgraded or excluded.
+func Finished(s v1beta1.NodeUpgradeState) bool {
+	return Upgraded(s) || s == v1beta1.NodeStateExcluded
 }
 
 // Acknowledged says which of Rancher's drain-hook requests may be
 // acknowledged for a node in a state: pre-drain when the node's pre-drain
 // work has just succeeded (Rancher then drains it), post-drain when the node
-// is back with the new OS (Rancher then uncordons it and moves on). In any
+// is back with the new OS or was excluded while it was down (Rancher then
+// uncordons it and moves on). In any
 // other state a request stays unanswered and Rancher waits: a failed node,
 // or a node asked to drain again after its upgrade, is never drained without
 // its VMs being taken care of first.
 func Acknowledged(s v1beta1.NodeUpgradeState) (preDrain, postDrain bool) {
-	return s == v1beta1.NodeStatePreDrained, s == v1beta1.NodeStatePostDrained
+	// A node being cleaned is back with the new OS too: its image cleanup
+	// may begin before Rancher has seen the acknowledgement.
+	return s == v1beta1.NodeStatePreDrained, s == v1beta1.NodeStatePostDrained || s == v1beta1.NodeStateExcluded || cleaning(s)
+}
+
+// cleaning reports whether a node is in a state of its image cleanup.
+func cleaning(s v1beta1.NodeUpgradeState) bool {
+	return s == v1beta1.NodeStateImageCleaning || s == v1beta1.NodeStateImageCleaned || s == v1beta1.NodeStateImageCleanFailed
 }
 
 // RetryState returns the state a node in a failure state goes back to when

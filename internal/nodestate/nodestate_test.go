@@ -2,6 +2,7 @@ package nodestate
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -158,12 +159,12 @@ func TestDecideIntoReusesItsArray(t *testing.T) {
 func TestEveryOrderOfEventsIsForwardOnly(t *testing.T) {
 	jobs := []Job{{}, running, succeeded, failed}
 	for _, state := range append(v1beta1.AllNodeStates(), "") {
-		for mask := 0; mask < 32; mask++ {
+		for mask := 0; mask < 64; mask++ {
 			for _, pre := range jobs {
 				for _, post := range jobs {
 					for _, single := range []bool{false, true} {
 						n := Node{Name: "n", State: state, Paused: mask&1 != 0, PreDrainRequested: mask&2 != 0,
-							PostDrainRequested: mask&4 != 0, Overdue: mask&16 != 0, Before: before, Target: target,
+							PostDrainRequested: mask&4 != 0, Overdue: mask&16 != 0, Excluded: mask&32 != 0, Before: before, Target: target,
 							PreDrain: pre, PostDrain: post, SingleNodeUpgrade: pre}
 						if mask&8 != 0 {
 							n.Host = back
@@ -184,16 +185,16 @@ func TestEveryOrderOfEventsIsForwardOnly(t *testing.T) {
 	}
 }
 
-// TestUpgradedNodesStay: an upgraded node stays where it is, silent,
-// whatever is observed of it and of the other nodes; the node upgrade
-// relies on it to observe nothing of upgraded nodes.
+// TestUpgradedNodesStay: an upgraded or excluded node stays where it is,
+// silent, whatever is observed of it and of the other nodes; the node
+// upgrade relies on it to observe nothing of them.
 func TestUpgradedNodesStay(t *testing.T) {
 	jobs := []Job{{}, running, succeeded, failed}
 	for _, state := range v1beta1.AllNodeStates() {
-		if !Upgraded(state) {
+		if !Finished(state) {
 			continue
 		}
-		for mask := 0; mask < 128; mask++ {
+		for mask := 0; mask < 256; mask++ {
 			for _, job := range jobs {
 				for _, other := range []v1beta1.NodeUpgradeState{preloaded, postDrain, waiting} {
 					n := Node{Name: "n", State: state, Paused: mask&1 != 0, PlanPaused: mask&2 != 0, PreDrainRequested: mask&4 != 0,
@@ -205,6 +206,7 @@ func TestUpgradedNodesStay(t *testing.T) {
 					if mask&64 != 0 {
 						n.Unhealthy, n.DrainBlocked, n.Rancher = "a volume is degraded", "a PDB blocks", "waiting"
 					}
+					n.Excluded = mask&128 != 0
 					for _, single := range []bool{false, true} {
 						got := DecideInto(nil, []Node{n, {Name: "m", State: other, PreDrainRequested: true}}, single)
 						if got[0] != (Decision{State: state}) {
@@ -220,9 +222,42 @@ func TestUpgradedNodesStay(t *testing.T) {
 func TestAcknowledged(t *testing.T) {
 	for _, s := range append(v1beta1.AllNodeStates(), "") {
 		pre, post := Acknowledged(s)
-		if pre != (s == preDrained) || post != (s == postDrained) {
+		// A node's image cleanup begins as soon as it is back, before
+		// Rancher may have seen the acknowledgement.
+		backOrCleaning := s == postDrained || s == v1beta1.NodeStateImageCleaning || s == v1beta1.NodeStateImageCleaned || s == v1beta1.NodeStateImageCleanFailed
+		if pre != (s == preDrained) || post != (backOrCleaning || s == v1beta1.NodeStateExcluded) {
 			t.Errorf("Acknowledged(%q) = %v, %v", s, pre, post)
 		}
+	}
+}
+
+// TestExcluded: a listed node is excluded only while it waits for its
+// reboot and is down, and never on a single-node cluster; a listed node
+// that is Ready, or in another state, goes on as usual.
+func TestExcluded(t *testing.T) {
+	down := Node{Name: "n", State: waiting, Excluded: true, Before: before, Target: target}
+	d := Decide([]Node{down}, false)[0]
+	if d.State != v1beta1.NodeStateExcluded || d.Reason != v1beta1.ReasonExcludedByOperator ||
+		!strings.Contains(d.Message, "not Ready") || !strings.Contains(d.Message, "Remove it from the cluster") {
+		t.Errorf("a listed node down while it waits for its reboot: %+v, want Excluded saying what it was and what to do", d)
+	}
+	if d := Decide([]Node{down}, true)[0]; d.State != waiting {
+		t.Errorf("single node: %+v, want it to wait", d)
+	}
+	up := down
+	up.Host = back
+	if d := Decide([]Node{up}, false)[0]; d.State != postDrained {
+		t.Errorf("a listed node back on the new OS: %+v, want PostDrained", d)
+	}
+	for _, state := range []v1beta1.NodeUpgradeState{preloaded, v1beta1.NodeStatePreDraining, preDrained, postDrain} {
+		n := down
+		n.State, n.PreDrainRequested = state, true
+		if d := Decide([]Node{n}, false)[0]; d.State == v1beta1.NodeStateExcluded {
+			t.Errorf("a listed node in %s was excluded: only a node waiting for its reboot is", state)
+		}
+	}
+	if !Finished(v1beta1.NodeStateExcluded) || Upgraded(v1beta1.NodeStateExcluded) {
+		t.Error("an excluded node is finished, not upgraded")
 	}
 }
 
@@ -260,5 +295,45 @@ func TestRetryState(t *testing.T) {
 		if _, ok := RetryState(s, ""); ok != s.IsFailure() {
 			t.Errorf("RetryState(%s) ok=%v, but IsFailure=%v", s, ok, s.IsFailure())
 		}
+	}
+}
+
+// The circuit breaker counts the node to drain with those already down,
+// and holds the drain without a deadline (not the health gate's).
+func TestBreaker(t *testing.T) {
+	for _, tt := range []struct {
+		down  []string
+		limit int
+		open  bool
+	}{
+		{nil, 1, false},
+		{nil, 0, false},
+		{[]string{"n3"}, 1, true},
+		{[]string{"n3"}, 2, false},
+		{[]string{"n2", "n3"}, 2, true},
+		{[]string{"n2", "n3"}, 3, false},
+	} {
+		why := Breaker(tt.down, tt.limit)
+		if (why != "") != tt.open {
+			t.Errorf("Breaker(%v, %d) = %q, want open %v", tt.down, tt.limit, why, tt.open)
+		}
+		for _, n := range tt.down {
+			if tt.open && !strings.Contains(why, n) {
+				t.Errorf("Breaker(%v, %d) does not name %s: %q", tt.down, tt.limit, n, why)
+			}
+		}
+	}
+	n := Node{Name: "n1", State: preloaded, PreDrainRequested: true, Breaker: Breaker([]string{"n3"}, 1), Unhealthy: "Longhorn volume v not healthy"}
+	d := Decide([]Node{n}, false)[0]
+	if d.State != preloaded || !d.Breaker || d.HealthGate || !strings.HasPrefix(d.Message, BreakerPrefix) || !strings.Contains(d.Message, "Longhorn volume v") {
+		t.Errorf("held by the breaker and the gate: %+v", d)
+	}
+	n.Breaker = ""
+	if d := Decide([]Node{n}, false)[0]; d.Breaker || !d.HealthGate {
+		t.Errorf("breaker closed, gate holds: %+v", d)
+	}
+	n.Unhealthy = ""
+	if d := Decide([]Node{n}, false)[0]; d.State != preDraining {
+		t.Errorf("breaker closed, gate open: %+v", d)
 	}
 }

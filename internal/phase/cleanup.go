@@ -39,8 +39,11 @@ var createdKinds = []struct {
 	{&corev1.ServiceList{}, &corev1.Service{}, cluster.HarvesterNamespace},
 	{&corev1.ConfigMapList{}, &corev1.ConfigMap{}, cluster.HarvesterNamespace},
 	{&batchv1.JobList{}, &batchv1.Job{}, cluster.HarvesterNamespace},
-	{&batchv1.JobList{}, &batchv1.Job{}, cluster.CattleNamespace},
+	// A SUC Plan before its Jobs: system-upgrade-controller makes again
+	// the Jobs of a Plan that still exists (a plan aborted or failed while
+	// its images were preloaded).
 	{&upgradev1.PlanList{}, &upgradev1.Plan{}, cluster.CattleNamespace},
+	{&batchv1.JobList{}, &batchv1.Job{}, cluster.CattleNamespace},
 }
 
 // Cleanup deletes the plan's objects by label, a collection at a time.

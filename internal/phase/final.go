@@ -3,6 +3,7 @@ package phase
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,7 +63,7 @@ func Finalize(ctx context.Context, s *Scope) (Result, error) {
 	}
 	checks := []preflight.Verdict{
 		harvester,
-		nodesUpgradedCheck(s.Plan.Status.ReleaseMetadata, nodes),
+		nodesUpgradedCheck(s.Plan.Status.ReleaseMetadata, nodes, s.Plan.ExcludedNodes()),
 		s.settingsRestoredCheck(report),
 		nothingLeftCheck(report.left),
 		vms,
@@ -71,22 +72,31 @@ func Finalize(ctx context.Context, s *Scope) (Result, error) {
 }
 
 // nodesUpgradedCheck: every managed node is Ready on the release's OS image
-// and kubelet version.
-func nodesUpgradedCheck(rm *v1beta1.ReleaseMetadata, nodes []corev1.Node) preflight.Verdict {
+// and kubelet version, but those excluded from the upgrade, which it names.
+func nodesUpgradedCheck(rm *v1beta1.ReleaseMetadata, nodes []corev1.Node, excluded []string) preflight.Verdict {
 	target := nodestate.Target{OSImage: rm.OS, KubeletVersion: release.KubeletVersionOf(rm.Kubernetes)}
 	var off []string
+	checked := 0
 	for i := range nodes {
+		if slices.Contains(excluded, nodes[i].Name) {
+			continue
+		}
+		checked++
 		h := hostOf(&nodes[i])
 		if h.Ready && h.OSImage == target.OSImage && h.KubeletVersion == target.KubeletVersion {
 			continue
 		}
 		off = append(off, fmt.Sprintf("%s (Ready=%v, OS %q, kubelet %s)", nodes[i].Name, h.Ready, h.OSImage, orNothing(h.KubeletVersion)))
 	}
-	if len(off) > 0 {
-		return preflight.Pending(checkNodesUpgraded, "%d of %d nodes are not Ready on %q with kubelet %s: %s",
-			len(off), len(nodes), target.OSImage, target.KubeletVersion, list(off))
+	skipped := ""
+	if len(excluded) > 0 {
+		skipped = fmt.Sprintf("; not checked, excluded from the upgrade: %s", list(excluded))
 	}
-	return preflight.Passed(checkNodesUpgraded, "all %d nodes Ready on %q with kubelet %s", len(nodes), target.OSImage, target.KubeletVersion)
+	if len(off) > 0 {
+		return preflight.Pending(checkNodesUpgraded, "%d of %d nodes are not Ready on %q with kubelet %s: %s%s",
+			len(off), checked, target.OSImage, target.KubeletVersion, list(off), skipped)
+	}
+	return preflight.Passed(checkNodesUpgraded, "all %d nodes Ready on %q with kubelet %s%s", checked, target.OSImage, target.KubeletVersion, skipped)
 }
 
 // settingsRestoredCheck: every setting the plan changed holds its original

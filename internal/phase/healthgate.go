@@ -30,22 +30,13 @@ import (
 
 // healthGate says what keeps the cluster from draining another node, empty
 // when nothing does, sorted so that it reads the same on every pass: a node
-// that is not Ready; the control plane not ready; in Strict mode also a
-// Longhorn volume degraded or faulted (the toolkit does not see which nodes
-// hold its replicas, so any such volume holds the next drain) and the VMs of
-// an upgraded node still being restored.
+// cordoned by someone else; the control plane not ready; in Strict mode
+// also a Longhorn volume degraded or faulted (the toolkit does not see
+// which nodes hold its replicas, so any such volume holds the next drain)
+// and the VMs of an upgraded node still being restored. The nodes that are
+// not Ready are the circuit breaker's (notReadyNodes, nodestate.Breaker).
 func healthGate(ctx context.Context, s *Scope, nodes []corev1.Node, jobs map[string]*batchv1.Job) (string, error) {
 	var why []string
-	var notReady []string
-	for i := range nodes {
-		if !cluster.NodeReady(&nodes[i]) {
-			notReady = append(notReady, nodes[i].Name)
-		}
-	}
-	slices.Sort(notReady)
-	if len(notReady) > 0 {
-		why = append(why, "node "+list(notReady)+" not Ready")
-	}
 	cordoned, err := cordonedNodes(ctx, s, nodes)
 	if err != nil {
 		return "", err
@@ -73,7 +64,13 @@ func healthGate(ctx context.Context, s *Scope, nodes []corev1.Node, jobs map[str
 	}
 	slices.Sort(unhealthy)
 	if len(unhealthy) > 0 {
-		why = append(why, fmt.Sprintf("Longhorn volume %s not healthy: replicas missing or rebuilding (kubectl get volumes.longhorn.io -n %s)", list(unhealthy), cluster.LonghornNamespace))
+		msg := fmt.Sprintf("Longhorn volume %s not healthy: replicas missing or rebuilding (kubectl get volumes.longhorn.io -n %s)", list(unhealthy), cluster.LonghornNamespace)
+		if excluded := s.Plan.ExcludedNodes(); len(excluded) > 0 {
+			msg += fmt.Sprintf("; node %s, excluded from the upgrade, is down: the volumes with a replica on it stay degraded until it is back "+
+				"or Longhorn rebuilds the replica on another node. To drain the next node anyway, set spec.nodeUpgradeOption.healthGate to Relaxed, "+
+				"knowing that each such volume then runs on one replica fewer during the drain", list(excluded))
+		}
+		why = append(why, msg)
 	}
 	var restoring []string
 	for node, j := range jobs {
@@ -86,6 +83,24 @@ func healthGate(ctx context.Context, s *Scope, nodes []corev1.Node, jobs map[str
 		why = append(why, "VMs still being restored on "+list(restoring))
 	}
 	return strings.Join(why, "; "), nil
+}
+
+// notReadyNodes are the managed nodes that are NotReady or unreachable,
+// sorted; the nodes excluded from the upgrade are known lost and left out.
+func (s *Scope) notReadyNodes(nodes []corev1.Node) []string {
+	var out []string
+	for i := range nodes {
+		if !cluster.NodeReady(&nodes[i]) && s.nodeState(nodes[i].Name) != v1beta1.NodeStateExcluded {
+			out = append(out, nodes[i].Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// joinReasons joins what holds a node, leaving out the empty ones.
+func joinReasons(reasons ...string) string {
+	return strings.Join(slices.DeleteFunc(reasons, func(r string) bool { return r == "" }), "; ")
 }
 
 // controlPlaneNotReady asks the API server for its readiness (/readyz, which
@@ -136,6 +151,14 @@ func (s *Scope) holdAtHealthGate(node, message string) (string, string) {
 			"and retry the plan; spec.nodeUpgradeOption.healthGate: Relaxed skips the volumes and the VM restores, at their risk", node, s.Config.Deadlines.HealthGate.Round(time.Second), strings.TrimPrefix(message, nodestate.HealthGatePrefix))
 	}
 	return fmt.Sprintf("%s (since %s; fails at %s)", message, timestamp(since), timestamp(deadline)), ""
+}
+
+// clearHealthGateSince forgets when the health gate first held a node.
+func (s *Scope) clearHealthGateSince(node string) {
+	if st, ok := s.Plan.Status.NodeUpgradeStatuses[node]; ok && st.HealthGateSince != nil {
+		st.HealthGateSince = nil
+		s.putNode(node, st)
+	}
 }
 
 // cordonedNodes are the nodes cordoned by someone other than Rancher, which

@@ -1,6 +1,7 @@
 package phase_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -20,10 +21,7 @@ import (
 // plan with what to do.
 func TestHealthGate(t *testing.T) {
 	h := plantest.New(t)
-	nodes := h.Harvester(3)
-	p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
-	p = h.DriveToNodeUpgrading(p.Name, nodes)
-	h.UpgradeNode(p.Name, "node-1")
+	p := h.Node1Upgraded(3)
 
 	h.Volume("pvc-rebuilding", cluster.LonghornRobustnessDegraded)
 	pre := h.RancherAsks("node-2", cluster.AnnotationRancherPreDrain)
@@ -58,10 +56,7 @@ func TestHealthGate(t *testing.T) {
 // released when the operator relaxes the gate on the running plan.
 func TestRelaxedHealthGate(t *testing.T) {
 	h := plantest.New(t)
-	nodes := h.Harvester(3)
-	p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
-	p = h.DriveToNodeUpgrading(p.Name, nodes)
-	h.UpgradeNode(p.Name, "node-1")
+	p := h.Node1Upgraded(3)
 
 	h.Volume("pvc-expendable", cluster.LonghornRobustnessDegraded)
 	h.RancherAsks("node-2", cluster.AnnotationRancherPreDrain)
@@ -70,4 +65,55 @@ func TestRelaxedHealthGate(t *testing.T) {
 	p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{HealthGate: ptr.To(v1beta1.HealthGateRelaxed)}
 	h.Must(h.C.Update(h.Ctx(), p))
 	h.WaitNodeState(p.Name, "node-2", v1beta1.NodeStatePreDraining)
+}
+
+// TestCircuitBreaker: while node-3 is down, Rancher's request to drain
+// node-2 is held by the circuit breaker, named in the node's message, the
+// Progressing condition and an insight, past the health gate's deadline
+// without failing the plan; node-2 is drained by itself once node-3 is
+// back. A limit of 2 lets node-3 be drained while node-2 is down.
+func TestCircuitBreaker(t *testing.T) {
+	h := plantest.New(t)
+	p := h.Node1Upgraded(3)
+
+	h.SetNodeReady("node-3", false)
+	pre := h.RancherAsks("node-2", cluster.AnnotationRancherPreDrain)
+	held := "circuit breaker: no node is drained while too many are down: node node-3 not Ready or unreachable: " +
+		"draining another node would leave 2 unavailable, more than spec.nodeUpgradeOption.maxUnavailableNodes (1)"
+	h.WaitEventually(p.Name, "node-2", held)
+	h.WaitProgressing(p.Name, "node node-2 held by the "+held)
+	h.Clock.Step(2 * h.Cfg.Deadlines.HealthGate)
+	h.Touch(p.Name)
+	h.WholePass(p.Name)
+	p = h.Get(p.Name)
+	if st := p.Status.NodeUpgradeStatuses["node-2"]; p.Status.CurrentPhase == v1beta1.PhaseFailed || st.State != v1beta1.NodeStateImagePreloaded || st.HealthGateSince != nil {
+		t.Fatalf("the breaker failed the plan or started the gate's clock: %s", plantest.Describe(p))
+	}
+	h.Eventually("the CircuitBreakerOpen insight naming node-3", func() (bool, string) {
+		p = h.Get(p.Name)
+		return hasInsight(p, v1beta1.InsightCircuitBreakerOpen, "Node/node-3"), fmt.Sprintf("%+v", p.Status.Insights)
+	})
+	preDrain := client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.NodeJob(p.Name, v1beta1.JobTypePreDrain, "node-2")}
+	if !h.Absent(preDrain, &batchv1.Job{}) {
+		t.Fatal("node-2 was drained while node-3 was down")
+	}
+	h.SetNodeReady("node-3", true)
+	h.WaitNodeState(p.Name, "node-2", v1beta1.NodeStatePreDraining)
+	h.FinishNode(p.Name, "node-2", pre)
+
+	p = h.Get(p.Name)
+	p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{MaxUnavailableNodes: ptr.To[int32](2)}
+	h.Must(h.C.Update(h.Ctx(), p))
+	h.SetNodeReady("node-2", false)
+	h.RancherAsks("node-3", cluster.AnnotationRancherPreDrain)
+	h.WaitNodeState(p.Name, "node-3", v1beta1.NodeStatePreDraining)
+}
+
+func hasInsight(p *v1beta1.UpgradePlan, insightType string, objects ...string) bool {
+	for _, in := range p.Status.Insights {
+		if in.Type == insightType && strings.Join(in.Objects, ",") == strings.Join(objects, ",") {
+			return true
+		}
+	}
+	return false
 }

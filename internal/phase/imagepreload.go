@@ -1,6 +1,7 @@
 package phase
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -70,7 +71,7 @@ func (ImagePreload) Run(ctx context.Context, s *Scope) (Result, error) {
 	}
 	// The preload runs before its node has the new release's images.
 	if err := ensureNodePlan(ctx, s, names.ImagePreloadPlan(s.Plan.Name), v1beta1.ComponentImagePreload, images.BeforeImport,
-		int64(concurrency), jobspec.NodeCommand(jobspec.Prepare)); err != nil {
+		int64(concurrency), jobspec.NodeCommand(jobspec.Prepare), nodeSelection{}); err != nil {
 		return Result{}, err
 	}
 	return trackNodePlan(ctx, s, nodes, nodePlanStates{
@@ -83,15 +84,23 @@ func (ImagePreload) Run(ctx context.Context, s *Scope) (Result, error) {
 	})
 }
 
+// nodeSelection narrows a node Plan to some managed nodes, by their
+// hostname labels: all but skip (the nodes excluded from the upgrade: they
+// are down), and, when only is set, only those.
+type nodeSelection struct{ skip, only []string }
+
 // ensureNodePlan creates the system-upgrade-controller Plan that runs a
-// command on every managed node with the toolkit image of a stage, or brings
-// an existing one back to what the plan wants (e.g. a changed concurrency).
-func ensureNodePlan(ctx context.Context, s *Scope, name, component string, stage images.Stage, concurrency int64, command []string) error {
+// command on the managed nodes sel takes, with the toolkit image of a
+// stage, or brings an existing one back to what the plan wants (e.g. a
+// changed concurrency or selection).
+func ensureNodePlan(ctx context.Context, s *Scope, name, component string, stage images.Stage, concurrency int64, command []string, sel nodeSelection) error {
 	repo, tag := images.Split(s.Config.Toolkit(s.Plan).Image(stage))
 	want := cluster.NewSUCPlan(cluster.CattleNamespace, name, cluster.SUCPlanSpec{
 		Concurrency:        concurrency,
 		DeadlineSeconds:    nodePlanDeadline,
 		NodeSelector:       map[string]string{cluster.LabelManagedNode: "true"},
+		SkipHostnames:      sel.skip,
+		OnlyHostnames:      sel.only,
 		ServiceAccountName: s.Config.PlanServiceAccount,
 		Image:              repo,
 		Version:            tag,
@@ -110,6 +119,10 @@ type nodePlanStates struct {
 	plan, component       string
 	running, done, failed v1beta1.NodeUpgradeState
 	what                  string
+	// describeEach gives every node whose Job failed the whole failure
+	// (the Job's last log lines) as its message, not only the first:
+	// for Jobs that fail nothing when they fail (the early cleanup).
+	describeEach bool
 }
 
 // trackNodePlan records each node's state from the Plan's Jobs (or, for Jobs
@@ -159,9 +172,16 @@ func trackNodePlan(ctx context.Context, s *Scope, nodes []corev1.Node, m nodePla
 			}
 			s.setNodeState(n.Name, m.done, "", "")
 		case JobFailed:
+			what := fmt.Sprintf("%s on node %s failed", m.what, n.Name)
+			if m.describeEach {
+				described := s.jobFailure(ctx, what, j, reason, msg)
+				s.setNodeState(n.Name, m.failed, reason, described)
+				failure = cmp.Or(failure, described)
+				continue
+			}
 			s.setNodeState(n.Name, m.failed, reason, msg)
 			if failure == "" {
-				failure = s.jobFailure(ctx, fmt.Sprintf("%s on node %s failed", m.what, n.Name), j, reason, msg)
+				failure = s.jobFailure(ctx, what, j, reason, msg)
 			}
 		default:
 			s.setNodeState(n.Name, m.running, "", "")

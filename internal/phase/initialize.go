@@ -189,7 +189,7 @@ func failures(verdicts []preflight.Verdict) []string {
 // server once.
 //
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines;virtualmachineinstances,verbs=list
-// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=configmaps,verbs=create
+// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=configmaps,verbs=get;create;update
 
 // recordVMs records every VM as the upgrade starts, in the plan's VM ledger
 // (internal/vmledger): whether and where it runs, and how it will leave its
@@ -211,12 +211,34 @@ func recordVMs(ctx context.Context, s *Scope) (Result, error) {
 	if err := s.Client.List(ctx, &nodes); err != nil {
 		return Result{}, err
 	}
-	cm, err := vmledger.NewConfigMap(s.Plan, vmledger.Snapshot(s.Now(), vms.Items, vmis.Items, nodes.Items, s.Plan.RestoreVMEnabled()))
+	cms, err := vmledger.NewConfigMaps(s.Plan, vmledger.Snapshot(s.Now(), vms.Items, vmis.Items, nodes.Items, s.Plan.RestoreVMEnabled()))
 	if err != nil {
 		return Result{}, err
 	}
-	if err := s.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
-		return Result{}, fmt.Errorf("creating the VM ledger %s: %w", key, err)
+	// The first last: it says the ledger is whole. A later part left by a
+	// try that stopped before it is of an older look: replaced.
+	for i := len(cms) - 1; i >= 0; i-- {
+		if err := createOrReplace(ctx, s, cms[i], i > 0); err != nil {
+			return Result{}, fmt.Errorf("creating the VM ledger %s: %w", vmledger.ShardKey(s.Plan.Name, i), err)
+		}
 	}
 	return Done(), nil
+}
+
+// createOrReplace creates a ConfigMap; one that exists is replaced when
+// replace says so, else kept.
+func createOrReplace(ctx context.Context, s *Scope, cm *corev1.ConfigMap, replace bool) error {
+	err := s.Client.Create(ctx, cm)
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	if !replace {
+		return nil
+	}
+	old := &corev1.ConfigMap{}
+	if err := s.APIReader.Get(ctx, client.ObjectKeyFromObject(cm), old); err != nil {
+		return err
+	}
+	cm.ResourceVersion = old.ResourceVersion
+	return s.Client.Update(ctx, cm)
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/names"
@@ -40,7 +42,16 @@ func (MetadataPopulate) Run(ctx context.Context, s *Scope) (Result, error) {
 		return r.After(min(r.RequeueAfter, repoPoll)), nil //nolint:nilerr // an unreachable repo is waited for
 	}
 	s.Plan.Status.ReleaseMetadata = rel.Metadata()
-	return checkImages(ctx, s, c)
+	r, err := checkImages(ctx, s, c)
+	if err != nil || !r.Done {
+		return r, err
+	}
+	// What the image cleanup removes is decided while the repo is known to
+	// serve: the node upgrade then cleans each node without reading it.
+	if _, wait, err := cleanupWanted(ctx, s, true); err != nil || wait != nil {
+		return ptr.Deref(wait, Result{}), err
+	}
+	return r, nil
 }
 
 // repoClient reaches the plan's repo. A reconcile must not block: each

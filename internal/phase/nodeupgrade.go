@@ -8,6 +8,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -60,6 +62,9 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 		return r, err
 	}
 
+	// The nodes whose upgrade was recorded before this pass: the cleanup
+	// takes a node only once its verified upgrade is in the status.
+	recorded := upgradedNodes(s, nodes)
 	obs, err := observeNodes(ctx, s, nodes, singleNode)
 	if err != nil {
 		return Result{}, err
@@ -94,6 +99,9 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if err := cleanEarly(ctx, s, recorded); err != nil {
+		return Result{}, err
+	}
 	r := nodeUpgradeProgress(ctx, s, nodes, obs, restoring)
 	if wait := deadline.Sub(s.Clock.Now()); !deadline.IsZero() && (r.RequeueAfter == 0 || wait < r.RequeueAfter) {
 		// Nothing changes when a migration deadline passes: look then.
@@ -114,6 +122,11 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 func (s *Scope) stepNode(ctx context.Context, n *nodestate.Node, d nodestate.Decision, obs *observation, failed bool) (string, error) {
 	var failure string
 	before := s.Plan.Status.NodeUpgradeStatuses[n.Name].Message
+	if d.Breaker {
+		// The breaker has no deadline; the health gate's starts again
+		// once it lets go.
+		s.clearHealthGateSince(n.Name)
+	}
 	if d.HealthGate {
 		var overdue string
 		if d.Message, overdue = s.holdAtHealthGate(n.Name, d.Message); overdue != "" && !failed {
@@ -129,6 +142,10 @@ func (s *Scope) stepNode(ctx context.Context, n *nodestate.Node, d nodestate.Dec
 		// Recorded with the state, before the Job that reboots the node
 		// exists: the next boot ID is then proof of the reboot.
 		s.recordBoot(n.Name, n.Host.BootID, n.Host.OSImage)
+	}
+	if d.State != n.State && d.State == v1beta1.NodeStateExcluded {
+		s.Event(corev1.EventTypeWarning, v1beta1.EventNodeExcluded, "Node %s %s", n.Name, d.Message)
+		s.setNodesExcluded()
 	}
 	if d.State != n.State && nodestate.Upgraded(d.State) {
 		s.Event(corev1.EventTypeNormal, v1beta1.EventNodeRebootVerified, "Node %s rebooted into %s: %s", n.Name, s.Plan.Status.ReleaseMetadata.OS, d.Message)
@@ -147,10 +164,26 @@ func (s *Scope) stepNode(ctx context.Context, n *nodestate.Node, d nodestate.Dec
 		// Once per blocker: the node's message keeps it while it blocks.
 		s.Event(corev1.EventTypeWarning, v1beta1.EventDrainBlocked, "%s", n.DrainBlocked)
 	}
-	if d.State.IsFailure() && failure == "" && !failed {
+	if d.State.IsFailure() && !nodestate.Upgraded(d.State) && failure == "" && !failed {
 		failure = s.nodeFailure(ctx, n.Name, d, obs, before)
 	}
 	return failure, nil
+}
+
+// setNodesExcluded sets the plan's NodesExcluded condition: which nodes
+// were excluded, and what is left to do for them.
+func (s *Scope) setNodesExcluded() {
+	excluded := s.Plan.ExcludedNodes()
+	if len(excluded) == 0 {
+		return
+	}
+	meta.SetStatusCondition(&s.Plan.Status.Conditions, metav1.Condition{
+		Type: v1beta1.ConditionNodesExcluded, Status: metav1.ConditionTrue, Reason: v1beta1.ReasonExcludedByOperator,
+		ObservedGeneration: s.Plan.Generation,
+		Message: fmt.Sprintf("node(s) %s excluded from the upgrade while down (spec.nodeUpgradeOption.excludeNodes): the upgrade goes on and ends "+
+			"without them, and they are not upgraded. Remove each from the cluster (Harvester: Hosts, Delete; this also removes its etcd member), "+
+			"or repair it and upgrade it with a new plan", list(excluded)),
+	})
 }
 
 // beginsOSUpgrade reports whether a node entering state s is about to get
@@ -239,17 +272,28 @@ func (s *Scope) nodeFailure(ctx context.Context, node string, d nodestate.Decisi
 // nodeUpgradeProgress says whether the phase is done and, if not, what it
 // waits for.
 func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs *observation, restoring []string) Result {
-	var paused, todo []string
-	active, unscheduled, done := "", false, 0
+	var paused, todo, excluded, cleanFailed, cleaning []string
+	active, held, unscheduled, done, cleaned := "", "", false, 0, 0
 	for i := range nodes {
 		n := &nodes[i]
 		st := s.nodeState(n.Name)
 		switch {
+		case st == v1beta1.NodeStateExcluded:
+			excluded = append(excluded, n.Name)
+			done++
 		case nodestate.Upgraded(st):
 			done++
+			switch st {
+			case v1beta1.NodeStateImageCleaning:
+				cleaning = append(cleaning, n.Name)
+			case v1beta1.NodeStateImageCleaned:
+				cleaned++
+			case v1beta1.NodeStateImageCleanFailed:
+				cleanFailed = append(cleanFailed, n.Name)
+			}
 		case st == v1beta1.NodeStateUpgradePaused && s.Plan.HoldsNode(n.Name):
 			paused = append(paused, n.Name)
-		case nodestate.InDrainSlot(st) || st == v1beta1.NodeStateSingleNodeUpgrading:
+		case nodestate.UnderWay(st):
 			active = fmt.Sprintf("upgrading node %s (%s)", n.Name, st)
 			if j := obs.jobs[activeJobType[st]][n.Name]; j != nil {
 				if why := s.unscheduled(ctx, j); why != "" {
@@ -262,32 +306,54 @@ func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs
 			}
 			todo = append(todo, n.Name)
 		default:
+			if msg := s.Plan.Status.NodeUpgradeStatuses[n.Name].Message; strings.HasPrefix(msg, nodestate.BreakerPrefix) || strings.HasPrefix(msg, nodestate.HealthGatePrefix) {
+				held = "node " + n.Name + " held by the " + msg
+			}
 			todo = append(todo, n.Name)
 		}
 	}
 	if done == len(nodes) && len(obs.postDrainPending) == 0 && len(restoring) == 0 {
 		return Done()
 	}
-	parts := []string{fmt.Sprintf("%d of %d nodes upgraded", done, len(nodes))}
-	if s.Plan.IsPaused() {
-		if active == "" && len(restoring) == 0 && len(obs.postDrainPending) == 0 {
+	parts := []string{fmt.Sprintf("%d of %d nodes upgraded", done-len(excluded), len(nodes))}
+	if len(excluded) > 0 {
+		parts[0] += fmt.Sprintf(", %d excluded (%s)", len(excluded), list(excluded))
+	}
+	if s.Plan.AbortRequested() {
+		// The plan ends Aborted as soon as no node is under way
+		// (pipeline.CanAbortNow).
+		parts = append(parts, "aborting (spec.abort): no other node starts, the plan ends Aborted once the node under way is back")
+	} else if s.Plan.IsPaused() {
+		if active == "" && len(restoring) == 0 && len(obs.postDrainPending) == 0 && len(cleaning) == 0 {
 			return Hold("paused (spec.paused) during NodeUpgrade: %s, no node under way; set spec.paused to false to resume", parts[0])
 		}
 		parts = append(parts, "pausing (spec.paused): no other node starts once the one under way is done")
+		if len(cleaning) > 0 {
+			parts = append(parts, "no other image cleanup starts once the one under way on "+list(cleaning)+" is done")
+		}
 	}
 	if active != "" {
 		parts = append(parts, active)
 	}
-	if len(paused) > 0 && !s.Plan.IsPaused() {
+	if held != "" {
+		parts = append(parts, held)
+	}
+	if len(paused) > 0 && !s.Plan.IsPaused() && !s.Plan.AbortRequested() {
 		parts = append(parts, "node upgrade paused: "+list(paused))
 	}
 	if done == len(nodes) && len(obs.postDrainPending) > 0 {
 		parts = append(parts, "waiting for Rancher to finish the last node (machine-plan Secret "+list(obs.postDrainPending)+" still has "+cluster.AnnotationRancherPostDrain+")")
-	} else if active == "" && len(paused) == 0 && len(todo) > 0 && s.Plan.Status.SingleNode == nil {
+	} else if active == "" && held == "" && len(paused) == 0 && len(todo) > 0 && s.Plan.Status.SingleNode == nil {
 		parts = append(parts, "waiting for Rancher to start on the next node ("+list(todo)+")")
 	}
 	if len(restoring) > 0 {
 		parts = append(parts, "restoring VMs on "+list(restoring))
+	}
+	if cleaned > 0 {
+		parts = append(parts, fmt.Sprintf("old images removed from %d upgraded nodes", cleaned))
+	}
+	if len(cleanFailed) > 0 {
+		parts = append(parts, "removing old images failed on "+list(cleanFailed)+" (see the node's message; ImageCleanup fails on it, and a retry runs it again)")
 	}
 	r := Wait("%s", strings.Join(parts, "; "))
 	if !obs.nextDeadline.IsZero() {

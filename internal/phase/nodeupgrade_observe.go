@@ -81,10 +81,11 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 	for i := range nodes {
 		n := &nodes[i]
 		st := s.Plan.Status.NodeUpgradeStatuses[n.Name]
-		if nodestate.Upgraded(st.State) {
-			// The state machine keeps an upgraded node where it is, whatever
-			// it observes (nodestate.TestUpgradedNodesStay): its Jobs, Secret
-			// and host are not read, on average half a pass's reading.
+		if nodestate.Finished(st.State) {
+			// The state machine keeps an upgraded or excluded node where it
+			// is, whatever it observes (nodestate.TestUpgradedNodesStay): its
+			// Jobs, Secret and host are not read, on average half a pass's
+			// reading.
 			obs.nodes = append(obs.nodes, nodestate.Node{Name: n.Name, State: st.State})
 			continue
 		}
@@ -93,6 +94,8 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 			State:             st.State,
 			Paused:            s.Plan.IsNodePaused(n.Name),
 			PlanPaused:        s.Plan.IsPaused(),
+			Aborting:          s.Plan.AbortRequested(),
+			Excluded:          s.Plan.IsNodeExcluded(n.Name),
 			PreDrain:          jobOf(preDrains[n.Name]),
 			PostDrain:         jobOf(postDrains[n.Name]),
 			SingleNodeUpgrade: jobOf(singleNodeUpgrades[n.Name]),
@@ -132,8 +135,18 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 		if err != nil {
 			return nil, err
 		}
+		down := s.notReadyNodes(nodes)
 		for i := range obs.nodes {
-			obs.nodes[i].Unhealthy = unhealthy
+			n := &obs.nodes[i]
+			if !n.AtHealthGate() {
+				continue
+			}
+			n.Unhealthy = unhealthy
+			others := slices.DeleteFunc(slices.Clone(down), func(name string) bool { return name == n.Name })
+			if len(others) < len(down) {
+				n.Unhealthy = joinReasons("node "+n.Name+" not Ready", unhealthy)
+			}
+			n.Breaker = nodestate.Breaker(others, s.Plan.MaxUnavailableNodes())
 		}
 	}
 	return obs, nil

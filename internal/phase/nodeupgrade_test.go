@@ -19,6 +19,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/nodestate"
+	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/plantest"
 )
 
@@ -105,6 +106,26 @@ func TestMultiNodeUpgradeToSucceeded(t *testing.T) {
 			// a look sees its count: the event below says it instead.
 			h.WaitProgressing(p.Name, fmt.Sprintf("%d of 3 nodes upgraded", i+1))
 		}
+		if i == 0 {
+			// The first upgraded node is cleaned while the others still
+			// upgrade: the cleanup Plan takes it, and only it.
+			h.Eventually("the cleanup Plan takes node-1 only", func() (bool, string) {
+				suc := &upgradev1.Plan{}
+				err := h.C.Get(h.Ctx(), client.ObjectKey{Namespace: cluster.CattleNamespace, Name: names.ImageCleanupPlan(p.Name)}, suc)
+				if err != nil {
+					return false, err.Error()
+				}
+				sel := suc.Spec.NodeSelector
+				ok := len(sel.MatchExpressions) == 1 && sel.MatchExpressions[0].Operator == metav1.LabelSelectorOpIn &&
+					strings.Join(sel.MatchExpressions[0].Values, ",") == n && suc.Spec.Concurrency == v1beta1.DefaultImageCleanupConcurrency
+				return ok, fmt.Sprintf("%+v, concurrency %d", sel, suc.Spec.Concurrency)
+			})
+			h.FinishJob(cluster.CattleNamespace, h.SucJob(names.ImageCleanupPlan(p.Name), n), true)
+			h.WaitNodeState(p.Name, n, v1beta1.NodeStateImageCleaned)
+			if st := h.Get(p.Name).Status; st.CurrentPhase != v1beta1.PhaseNodeUpgrading {
+				t.Errorf("node-1 cleaned in phase %s, want during NodeUpgrade", st.CurrentPhase)
+			}
+		}
 	}
 	h.WaitEvent(p.Name, "NodeRebootVerified: Node node-3 rebooted into Harvester v1.8.0")
 
@@ -114,14 +135,17 @@ func TestMultiNodeUpgradeToSucceeded(t *testing.T) {
 		Labels: map[string]string{v1beta1.LabelUpgradePlan: p.Name, v1beta1.LabelUpgradeComponent: v1beta1.ComponentClusterUpgrade},
 	}}))
 
-	// ImageCleanup removes the previous release's images, node by node.
+	// ImageCleanup then takes every node, and waits for those left.
 	p = h.WaitPhase(p.Name, v1beta1.PhaseCleaningUp)
 	suc := &upgradev1.Plan{}
-	h.WaitObject(client.ObjectKey{Namespace: cluster.CattleNamespace, Name: names.ImageCleanupPlan(p.Name)}, suc)
-	if suc.Spec.Concurrency != 1 || strings.Join(suc.Spec.Upgrade.Command, " ") != "upgrade-toolkit node image-cleanup" {
+	h.Eventually("the cleanup Plan takes every node", func() (bool, string) {
+		err := h.C.Get(h.Ctx(), client.ObjectKey{Namespace: cluster.CattleNamespace, Name: names.ImageCleanupPlan(p.Name)}, suc)
+		return err == nil && len(suc.Spec.NodeSelector.MatchExpressions) == 0, fmt.Sprintf("%+v %v", suc.Spec.NodeSelector, err)
+	})
+	if strings.Join(suc.Spec.Upgrade.Command, " ") != "upgrade-toolkit node image-cleanup" {
 		t.Errorf("image cleanup Plan %+v", suc.Spec)
 	}
-	for _, n := range nodes {
+	for _, n := range nodes[1:] {
 		h.FinishJob(cluster.CattleNamespace, h.SucJob(suc.Name, n), true)
 	}
 	p = h.WaitPhase(p.Name, v1beta1.PhaseSucceeded)
@@ -135,6 +159,9 @@ func TestMultiNodeUpgradeToSucceeded(t *testing.T) {
 		}
 	}
 	h.WaitEvent(p.Name, "UpgradeSucceeded: Upgrade completed successfully")
+	if c := p.Check(phase.CheckStaleImages); c == nil || c.Result != v1beta1.CheckPassed || !strings.HasSuffix(c.Message, "removed from 3 nodes") {
+		t.Errorf("check %s = %+v, want Passed, removed from 3 nodes", phase.CheckStaleImages, c)
+	}
 	h.WaitCleanedUp(p.Name)
 	// The manager caches the machine plans without their data; its hook
 	// acknowledgments must not have touched it.

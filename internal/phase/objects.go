@@ -125,13 +125,25 @@ func (s *Scope) ensure(ctx context.Context, want, live client.Object, component 
 	if live.GetAnnotations()[specHashAnnotation] == hash {
 		return nil
 	}
-	before := live.DeepCopyObject().(client.Object)
-	update()
-	live.SetAnnotations(withAnnotation(live.GetAnnotations(), specHashAnnotation, hash))
-	if err := s.own(live, component); err != nil {
-		return err
+	patch := func() error {
+		before := live.DeepCopyObject().(client.Object)
+		update()
+		live.SetAnnotations(withAnnotation(live.GetAnnotations(), specHashAnnotation, hash))
+		if err := s.own(live, component); err != nil {
+			return err
+		}
+		return s.Client.Patch(ctx, live, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 	}
-	if err := s.Client.Patch(ctx, live, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+	err = patch()
+	if apierrors.IsConflict(err) {
+		// Written since the cache saw it, e.g. system-upgrade-controller
+		// writing its Plan's status while the plan changes the nodes the
+		// Plan takes: once more, from the API server's copy.
+		if err = s.APIReader.Get(ctx, client.ObjectKeyFromObject(live), live); err == nil {
+			err = patch()
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("updating %T %s/%s: %w", live, live.GetNamespace(), live.GetName(), err)
 	}
 	return nil

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/utils/ptr"
-
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
@@ -20,10 +18,7 @@ import (
 // the gate has held it that long while the plan ran.
 func TestHealthGateClockStopsWhilePaused(t *testing.T) {
 	h := plantest.New(t)
-	nodes := h.Harvester(2)
-	p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
-	p = h.DriveToNodeUpgrading(p.Name, nodes)
-	h.UpgradeNode(p.Name, "node-1")
+	p := h.Node1Upgraded(2)
 
 	h.Volume("pvc-broken", cluster.LonghornRobustnessFaulted)
 	h.RancherAsks("node-2", cluster.AnnotationRancherPreDrain)

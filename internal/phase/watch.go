@@ -89,7 +89,7 @@ func setStalled(s *Scope, st *insight.Stall) {
 // gather reads what the insights are made of.
 func gather(ctx context.Context, s *Scope, previous *v1beta1.UpgradePlan) (insight.Facts, error) {
 	now := s.Clock.Now()
-	f := insight.Facts{Now: now}
+	f := insight.Facts{Now: now, MaxUnavailable: s.Plan.MaxUnavailableNodes()}
 	st := &s.Plan.Status
 	recent := map[string]bool{}
 	for name, ns := range st.NodeUpgradeStatuses {
@@ -114,7 +114,9 @@ func gather(ctx context.Context, s *Scope, previous *v1beta1.UpgradePlan) (insig
 			continue
 		}
 		notReady := !cluster.NodeReady(n)
-		if (!n.Spec.Unschedulable && !notReady) || recent[n.Name] {
+		if (!n.Spec.Unschedulable && !notReady) || recent[n.Name] || st.NodeUpgradeStatuses[n.Name].State == v1beta1.NodeStateExcluded {
+			// An excluded node is known lost: the plan's NodesExcluded
+			// condition names it.
 			continue
 		}
 		if rancher == nil {

@@ -32,13 +32,16 @@ const (
 	// Paused holds the plan at a safe point, between two phases
 	// (spec.paused).
 	Paused
+	// Abort ends the plan in Aborted (spec.abort): it has not reached
+	// ClusterUpgrade, or it is at a safe point. Finish cleans up after it.
+	Abort
 )
 
 // Modes lists every mode.
-var Modes = []Mode{Run, AwaitRetry, Retry, Finish, DryRun, Queued, Paused}
+var Modes = []Mode{Run, AwaitRetry, Retry, Finish, DryRun, Queued, Paused, Abort}
 
 var modeNames = map[Mode]string{
-	Run: "Run", AwaitRetry: "AwaitRetry", Retry: "Retry", Finish: "Finish", DryRun: "DryRun", Queued: "Queued", Paused: "Paused",
+	Run: "Run", AwaitRetry: "AwaitRetry", Retry: "Retry", Finish: "Finish", DryRun: "DryRun", Queued: "Queued", Paused: "Paused", Abort: "Abort",
 }
 
 func (m Mode) String() string { return modeNames[m] }
@@ -51,6 +54,11 @@ type Facts struct {
 	// when none does. The reconciler reads it, from the API server, only
 	// for a plan WaitsForSlot says may wait for it.
 	SlotHolder *v1beta1.UpgradePlan
+	// NodeUnderWay: a node is between the start of its drain (or of its
+	// single-node upgrade) and its return; an abort waits for it. The
+	// reconciler reads it from the plan's node states
+	// (nodestate.UnderWay), only for a plan whose abort was asked for.
+	NodeUnderWay bool
 }
 
 // Decision is the mode of one pass, with what the mode needs to know.
@@ -85,11 +93,12 @@ func AtSafePoint(p v1beta1.UpgradePlanPhase) bool {
 
 // Decide picks what a pass does with plan p. A failed plan that can still
 // be retried comes first (a retry asked for, or its window closed); then a
-// plan that ended or is deleted is finished; a dry run previews; a plan
-// that has not started waits while another one holds the slot; a paused
-// plan holds at a safe point; anything else runs. An abort would be decided
-// next to the deletion (it ends in Finish), and nodes excluded from the
-// upgrade would not change the mode, only what Run's node upgrade reads.
+// plan that ended or is deleted is finished; a dry run previews; an aborted
+// plan ends Aborted once it may (CanAbortNow; until then it runs, starting
+// no node); a plan that has not started waits while another one holds the
+// slot; a paused plan holds at a safe point; anything else runs. Nodes
+// excluded from the upgrade do not change the mode, only what Run's node
+// upgrade reads.
 //
 // A pass asks again after each phase transition of Run: a plan paused while
 // a phase was under way holds at the next safe point.
@@ -110,10 +119,40 @@ func Decide(p *v1beta1.UpgradePlan, f Facts) Decision {
 		return Decision{Mode: Finish}
 	case p.IsDryRun():
 		return Decision{Mode: DryRun}
+	case p.AbortRequested() && CanAbortNow(p, f):
+		return Decision{Mode: Abort}
 	case WaitsForSlot(p) && f.SlotHolder != nil && f.SlotHolder.Name != p.Name:
 		return Decision{Mode: Queued, Holder: f.SlotHolder}
 	case p.IsPaused() && AtSafePoint(p.Status.CurrentPhase):
 		return Decision{Mode: Paused}
 	}
 	return Decision{Mode: Run}
+}
+
+// CanAbortNow reports whether an aborted plan may end now: nothing of the
+// release has reached the cluster yet (before ClusterUpgrade), or it sits
+// between two phases, or its node upgrade has no node under way
+// (f.NodeUnderWay).
+func CanAbortNow(p *v1beta1.UpgradePlan, f Facts) bool {
+	phase := p.Status.CurrentPhase
+	return AtSafePoint(phase) || BeforeClusterUpgrade(phase) || (phase == v1beta1.PhaseNodeUpgrading && !f.NodeUnderWay)
+}
+
+// BeforeClusterUpgrade reports whether a plan in phase p has not begun its
+// cluster upgrade: nothing of the release has reached the cluster.
+func BeforeClusterUpgrade(p v1beta1.UpgradePlanPhase) bool {
+	if p == "" {
+		return true
+	}
+	pos, ok := Locate(p)
+	cluster, _ := Locate(v1beta1.PhaseClusterUpgrading)
+	return ok && pos.Index < cluster.Index
+}
+
+// NodesDone reports whether a plan in phase p has upgraded its nodes: it
+// only cleans up and verifies after.
+func NodesDone(p v1beta1.UpgradePlanPhase) bool {
+	pos, ok := Locate(p)
+	nodes, _ := Locate(v1beta1.PhaseNodeUpgrading)
+	return ok && (pos.Index > nodes.Index || p == v1beta1.PhaseNodeUpgraded)
 }

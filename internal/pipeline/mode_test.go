@@ -20,9 +20,16 @@ type decideCase struct {
 	want   pipeline.Decision
 }
 
+// abortCase is a decideCase of an aborted plan, with whether a node of the
+// plan is between its drain and its return.
+type abortCase struct {
+	decideCase
+	underWay bool
+}
+
 var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func decideCases() []decideCase {
+func decideCases() ([]decideCase, []abortCase) {
 	deleted := metav1.NewTime(now)
 	plan := func(name string, phase v1beta1.UpgradePlanPhase, change func(*v1beta1.UpgradePlan)) *v1beta1.UpgradePlan {
 		p := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{v1beta1.FinalizerCleanup}}}
@@ -43,7 +50,20 @@ func decideCases() []decideCase {
 		p.Annotations = map[string]string{v1beta1.AnnotationRetry: "1"}
 	}
 	paused := func(p *v1beta1.UpgradePlan) { p.Spec.Paused = ptr.To(true) }
+	aborted := func(p *v1beta1.UpgradePlan) { p.Spec.Abort = ptr.To(true) }
 	other := plan("other", v1beta1.PhaseISODownloading, nil)
+	abortCases := []abortCase{
+		{decideCase{"an aborted plan waiting for the slot ends at once", plan("p", "", aborted), other, pipeline.Decision{Mode: pipeline.Abort}}, false},
+		{decideCase{"an aborted plan ends at once before ClusterUpgrade", plan("p", v1beta1.PhaseImagePreloading, aborted), nil, pipeline.Decision{Mode: pipeline.Abort}}, false},
+		{decideCase{"an aborted plan finishes its cluster upgrade", plan("p", v1beta1.PhaseClusterUpgrading, aborted), nil, pipeline.Decision{Mode: pipeline.Run}}, false},
+		{decideCase{"an aborted plan ends at a safe point", plan("p", v1beta1.PhaseClusterUpgraded, aborted), nil, pipeline.Decision{Mode: pipeline.Abort}}, false},
+		{decideCase{"an aborted plan waits for the node under way", plan("p", v1beta1.PhaseNodeUpgrading, aborted), nil, pipeline.Decision{Mode: pipeline.Run}}, true},
+		{decideCase{"an aborted plan ends once no node is under way", plan("p", v1beta1.PhaseNodeUpgrading, aborted), nil, pipeline.Decision{Mode: pipeline.Abort}}, false},
+		{decideCase{"an aborted paused plan ends rather than holds", plan("p", v1beta1.PhaseISODownloaded, func(p *v1beta1.UpgradePlan) { aborted(p); paused(p) }), nil,
+			pipeline.Decision{Mode: pipeline.Abort}}, false},
+		{decideCase{"an aborted plan finishes its cleanup", plan("p", v1beta1.PhaseCleaningUp, aborted), nil, pipeline.Decision{Mode: pipeline.Run}}, false},
+		{decideCase{"a plan that ended Aborted is finished", plan("p", v1beta1.PhaseAborted, aborted), nil, pipeline.Decision{Mode: pipeline.Finish}}, false},
+	}
 
 	return []decideCase{
 		{"a new plan that holds the slot runs", plan("p", "", nil), nil, pipeline.Decision{Mode: pipeline.Run}},
@@ -87,13 +107,21 @@ func decideCases() []decideCase {
 			retryAsked(p)
 			p.Finalizers = nil
 		}), nil, pipeline.Decision{Mode: pipeline.Finish}},
-	}
+	}, abortCases
 }
 
 func TestDecide(t *testing.T) {
-	for _, tc := range decideCases() {
+	cases, aborts := decideCases()
+	for _, ac := range aborts {
+		cases = append(cases, ac.decideCase)
+	}
+	underWay := map[string]bool{}
+	for _, ac := range aborts {
+		underWay[ac.name] = ac.underWay
+	}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := pipeline.Decide(tc.plan, pipeline.Facts{Now: now, SlotHolder: tc.holder})
+			got := pipeline.Decide(tc.plan, pipeline.Facts{Now: now, SlotHolder: tc.holder, NodeUnderWay: underWay[tc.name]})
 			if got != tc.want {
 				t.Errorf("Decide = %+v (%s), want %+v (%s)", got, got.Mode, tc.want, tc.want.Mode)
 			}
@@ -105,8 +133,12 @@ func TestDecide(t *testing.T) {
 // added.
 func TestDecideCoversEveryMode(t *testing.T) {
 	decided := map[pipeline.Mode]bool{}
-	for _, tc := range decideCases() {
+	cases, aborts := decideCases()
+	for _, tc := range cases {
 		decided[tc.want.Mode] = true
+	}
+	for _, ac := range aborts {
+		decided[ac.want.Mode] = true
 	}
 	for _, m := range pipeline.Modes {
 		if !decided[m] {

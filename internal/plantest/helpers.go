@@ -228,6 +228,17 @@ func (h *Harness) Node1PreDrained() *v1beta1.UpgradePlan {
 	return h.WaitNodeState(p.Name, "node-1", v1beta1.NodeStatePreDrained)
 }
 
+// Node1Upgraded runs a plan on n nodes until node-1 is upgraded and
+// Rancher is about to reach the next node.
+func (h *Harness) Node1Upgraded(n int) *v1beta1.UpgradePlan {
+	h.T.Helper()
+	nodes := h.Harvester(n)
+	p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+	p = h.DriveToNodeUpgrading(p.Name, nodes)
+	h.UpgradeNode(p.Name, "node-1")
+	return p
+}
+
 // Annotate sets an annotation of the plan.
 func (h *Harness) Annotate(plan, key, value string) {
 	h.T.Helper()
@@ -238,4 +249,18 @@ func (h *Harness) Annotate(plan, key, value string) {
 	}
 	p.Annotations[key] = value
 	h.Must(h.C.Patch(h.Ctx(), p, client.MergeFrom(before)))
+}
+
+// SetNodeReady reports a node Ready, or NotReady as the node-lifecycle
+// controller marks a node whose kubelet stopped posting status.
+func (h *Harness) SetNodeReady(node string, ready bool) {
+	h.T.Helper()
+	n := &corev1.Node{}
+	h.Must(h.C.Get(h.Ctx(), client.ObjectKey{Name: node}, n))
+	c := cluster.ReadyCondition(n)
+	c.Status, c.Reason = corev1.ConditionTrue, "KubeletReady"
+	if !ready {
+		c.Status, c.Reason = corev1.ConditionUnknown, "NodeStatusUnknown"
+	}
+	h.Must(h.C.Status().Update(h.Ctx(), n))
 }

@@ -139,6 +139,7 @@ const (
 	ReasonAddonsSettled            Reason = "AddonsSettled"
 	ReasonPauseNodesManaged        Reason = "PauseNodesManaged"
 	ReasonRetry                    Reason = "Retry"
+	ReasonAbort                    Reason = "Abort"
 	ReasonChangeWhileRunning       Reason = "ChangeWhileRunning"
 	ReasonDeletion                 Reason = "Deletion"
 )
@@ -166,7 +167,7 @@ var admissionChecks = []admissionCheck{
 	{ReasonVMsMigratable, "every running VM can leave its node", admitVMsMigratable},
 	{ReasonManagedChartsReady, "every ManagedChart is ready", admitManagedChartsReady},
 	{ReasonAddonsSettled, "every addon is settled", admitAddonsSettled},
-	{ReasonPauseNodesManaged, "every node in pauseNodes is a managed node", admitPauseNodesManaged},
+	{ReasonPauseNodesManaged, "every node in pauseNodes and excludeNodes is a managed node", admitPauseNodesManaged},
 }
 
 // AdmitCreate judges a new plan: its name and annotations, and, unless
@@ -176,6 +177,7 @@ func AdmitCreate(p *v1beta1.UpgradePlan, facts *AdmissionFacts) AdmissionResult 
 	r := judged(ReasonPlanName, "the name can prefix the names of the upgrade's objects", admitName(p))
 	r.add(judged(ReasonAnnotations, "the annotations are valid", admitAnnotations(nil, p.Annotations)))
 	r.add(judged(ReasonForce, "the eligibility check is not skipped", admissionForceWarning(nil, p)))
+	r.add(judged(ReasonAbort, "no abort asked for, or one the plan can honour", admitAbort(nil, p)))
 	if AdmissionChecksSkipped(p) || facts == nil {
 		return r
 	}
@@ -189,7 +191,10 @@ func AdmitCreate(p *v1beta1.UpgradePlan, facts *AdmissionFacts) AdmissionResult 
 // the plan as a whole rather than one of its fields.
 var admissionSpecPath = field.NewPath("spec")
 
-var admissionPauseNodesPath = field.NewPath("spec", "nodeUpgradeOption", "pauseNodes")
+var (
+	admissionPauseNodesPath   = field.NewPath("spec", "nodeUpgradeOption", "pauseNodes")
+	admissionExcludeNodesPath = field.NewPath("spec", "nodeUpgradeOption", "excludeNodes")
+)
 
 func admissionRefuse(msg string, args ...any) AdmissionResult {
 	var r AdmissionResult

@@ -354,23 +354,25 @@ func admitAddonsSettled(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResu
 	return r
 }
 
-// admitPauseNodesManaged: a paused name that is no managed node would never
-// be reached, and is most likely a typo.
+// admitPauseNodesManaged: a paused or excluded name that is no managed node
+// would never be reached, and is most likely a typo.
 func admitPauseNodesManaged(p *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
 	var r AdmissionResult
-	r.refuse(admissionPauseNodeErrors(p.PauseNodes(), nil, admissionNodeNames(admissionManagedNodes(f.Nodes)))...)
+	managed := admissionNodeNames(admissionManagedNodes(f.Nodes))
+	r.refuse(admissionNodeListErrors(admissionPauseNodesPath, p.PauseNodes(), nil, managed)...)
+	r.refuse(admissionNodeListErrors(admissionExcludeNodesPath, p.ExcludeNodes(), nil, managed)...)
 	return r
 }
 
-// admissionPauseNodeErrors checks the entries of pauseNodes that are not in before
-// against the managed node names.
-func admissionPauseNodeErrors(pauseNodes, before, managed []string) field.ErrorList {
+// admissionNodeListErrors checks the entries of a list of nodes at path
+// that are not in before against the managed node names.
+func admissionNodeListErrors(path *field.Path, nodes, before, managed []string) field.ErrorList {
 	var errs field.ErrorList
-	for i, name := range pauseNodes {
+	for i, name := range nodes {
 		if slices.Contains(before, name) || slices.Contains(managed, name) {
 			continue
 		}
-		errs = append(errs, admissionNotFound(admissionPauseNodesPath.Index(i), name,
+		errs = append(errs, admissionNotFound(path.Index(i), name,
 			fmt.Sprintf("is not a managed node of this cluster (managed nodes: %s)", admissionNames(managed))))
 	}
 	return errs

@@ -9,11 +9,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/pipeline"
 )
 
 // AdmitUpdate judges a change of a plan, given the names of the managed
-// nodes. While the plan runs only spec.paused, spec.nodeUpgradeOption
-// .pauseNodes and the annotations may change (the CRD's rules already keep version, image and
+// nodes. While the plan runs only spec.paused, spec.nodeUpgradeOption (its
+// pauseNodes, excludeNodes, healthGate, maxUnavailableNodes) and the
+// annotations may change (the CRD's rules already keep version, image and
 // upgrade fixed). Names added to pauseNodes must be managed nodes; changed
 // annotation values are validated as on create. What was there before is
 // never judged again, so an update of the plan's metadata cannot fail on it.
@@ -22,6 +24,7 @@ func AdmitUpdate(before, after *v1beta1.UpgradePlan, managedNodeNames []string) 
 	r := judged(ReasonAnnotations, "the annotations are valid", admitAnnotations(before.Annotations, after.Annotations))
 	r.add(judged(ReasonForce, "the eligibility check is not skipped", admissionForceWarning(before, after)))
 	r.add(judged(ReasonRetry, "no retry asked for, or one the plan can take", admitRetry(before, after)))
+	r.add(judged(ReasonAbort, "no abort asked for, or one the plan can honour", admitAbort(before, after)))
 	// A plan that waits for a retry is judged as a running one: it goes on
 	// from where it failed.
 	if after.IsFinished() && !after.AwaitsRetry() {
@@ -30,9 +33,14 @@ func AdmitUpdate(before, after *v1beta1.UpgradePlan, managedNodeNames []string) 
 		}
 		return r
 	}
-	var pauseNodes AdmissionResult
-	pauseNodes.refuse(admissionPauseNodeErrors(after.PauseNodes(), before.PauseNodes(), managedNodeNames)...)
-	r.add(judged(ReasonPauseNodesManaged, "every node added to pauseNodes is a managed node", pauseNodes))
+	var nodeLists AdmissionResult
+	nodeLists.refuse(admissionNodeListErrors(admissionPauseNodesPath, after.PauseNodes(), before.PauseNodes(), managedNodeNames)...)
+	nodeLists.refuse(admissionNodeListErrors(admissionExcludeNodesPath, after.ExcludeNodes(), before.ExcludeNodes(), managedNodeNames)...)
+	if len(after.ExcludeNodes()) > len(before.ExcludeNodes()) && after.Status.SingleNode != nil {
+		nodeLists.refuse(field.Forbidden(admissionExcludeNodesPath, "a single-node cluster cannot finish its upgrade without its only node: "+
+			"bring the node back, or delete the plan"))
+	}
+	r.add(judged(ReasonPauseNodesManaged, "every node added to pauseNodes and excludeNodes is a managed node", nodeLists))
 	if !before.IsStarted() {
 		return r
 	}
@@ -56,13 +64,16 @@ func AdmitUpdate(before, after *v1beta1.UpgradePlan, managedNodeNames []string) 
 }
 
 // UpdateNeedsNodes reports whether AdmitUpdate needs the managed nodes: only
-// when the update adds a name to pauseNodes of a plan still running. Other
+// when the update adds a name to pauseNodes or excludeNodes of a plan still
+// running. Other
 // updates, the manager's finalizer writes among them, are admitted without
 // a read of every Node, and cannot be refused because that read failed.
 func UpdateNeedsNodes(before, after *v1beta1.UpgradePlan) bool {
-	return (!after.IsFinished() || after.AwaitsRetry()) && slices.ContainsFunc(after.PauseNodes(), func(n string) bool {
-		return !slices.Contains(before.PauseNodes(), n)
-	})
+	added := func(after, before []string) bool {
+		return slices.ContainsFunc(after, func(n string) bool { return !slices.Contains(before, n) })
+	}
+	return (!after.IsFinished() || after.AwaitsRetry()) &&
+		(added(after.PauseNodes(), before.PauseNodes()) || added(after.ExcludeNodes(), before.ExcludeNodes()))
 }
 
 // admitRetry judges a new value of the retry annotation: only a plan that
@@ -87,6 +98,36 @@ func admitRetry(before, after *v1beta1.UpgradePlan) AdmissionResult {
 	default:
 		r.refuse(field.Forbidden(path, fmt.Sprintf("the plan was not retried by %s and has been cleaned up: create a new plan",
 			f.RetryDeadline.UTC().Format(time.RFC3339))))
+	}
+	return r
+}
+
+// admitAbort judges spec.abort: an abort cannot be taken back, and only a
+// plan that runs or waits can be aborted; before is nil on create.
+func admitAbort(before, after *v1beta1.UpgradePlan) AdmissionResult {
+	var r AdmissionResult
+	path := admissionSpecPath.Child("abort")
+	asked := func(p *v1beta1.UpgradePlan) bool { return p != nil && p.Spec.Abort != nil && *p.Spec.Abort }
+	switch {
+	case asked(before) && !asked(after):
+		r.refuse(field.Forbidden(path, "an abort cannot be taken back: the plan stops at its next safe point and ends Aborted; "+
+			"create a new plan to upgrade again"))
+	case !asked(after) || asked(before):
+	case before == nil:
+		r.refuse(field.Forbidden(path, "a new plan cannot be aborted: create it without spec.abort, or do not create it"))
+	case after.IsDryRun():
+		r.refuse(field.Forbidden(path, "a dry run changes nothing and ends by itself: delete it instead"))
+	case after.AwaitsRetry():
+		r.refuse(field.Forbidden(path, fmt.Sprintf("the plan failed (%s) and waits for a retry: delete it, and what it made and changed is cleaned up",
+			after.LastFailure().Message)))
+	case after.IsFinished():
+		r.refuse(field.Forbidden(path, fmt.Sprintf("the plan has ended (phase %s): there is nothing to abort; delete it instead", after.Status.CurrentPhase)))
+	case pipeline.NodesDone(after.Status.CurrentPhase):
+		r.refuse(field.Forbidden(path, fmt.Sprintf("every node is upgraded (phase %s): the plan only removes old images and verifies the cluster; "+
+			"let it finish, or pause it (spec.paused)", after.Status.CurrentPhase)))
+	case after.Status.CurrentPhase != "" && !pipeline.BeforeClusterUpgrade(after.Status.CurrentPhase):
+		r.warn("the cluster's components already run the new release, and there is no downgrade: the plan stops at its next safe point " +
+			"(the node under way finishes), ends Aborted naming the nodes upgraded and not, and cleans up; a new plan for the same version finishes the upgrade")
 	}
 	return r
 }

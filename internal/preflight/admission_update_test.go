@@ -172,3 +172,84 @@ func TestUpdateNeedsNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestExcludeNodesOnUpdate: a name added to excludeNodes must be a managed
+// node, and a single-node plan cannot exclude its only node; an added name
+// makes the webhook read the nodes.
+func TestExcludeNodesOnUpdate(t *testing.T) {
+	plan := func(single bool, names ...string) *v1beta1.UpgradePlan {
+		p := &v1beta1.UpgradePlan{}
+		p.Status.CurrentPhase = v1beta1.PhaseNodeUpgrading
+		if single {
+			p.Status.SingleNode = ptr.To("n1")
+		}
+		if names != nil {
+			p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{ExcludeNodes: names}
+		}
+		return p
+	}
+	managed := []string{"n1", "n2", "n3"}
+	if !UpdateNeedsNodes(plan(false), plan(false, "n2")) {
+		t.Error("a name added to excludeNodes does not read the nodes")
+	}
+	if errs := AdmitUpdate(plan(false), plan(false, "n2"), managed).Errors(); len(errs) != 0 {
+		t.Errorf("excluding a managed node is refused: %v", errs)
+	}
+	errs := AdmitUpdate(plan(false), plan(false, "n9"), managed).Errors()
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "spec.nodeUpgradeOption.excludeNodes[0]") || !strings.Contains(errs[0].Error(), "n1, n2, n3") {
+		t.Errorf("excluding an unknown node: %v, want one error at the entry naming the managed nodes", errs)
+	}
+	errs = AdmitUpdate(plan(true), plan(true, "n1"), []string{"n1"}).Errors()
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "single-node") {
+		t.Errorf("excluding a single node: %v, want it refused", errs)
+	}
+}
+
+// TestAbortAdmission: an abort is refused where it cannot be honoured or
+// means nothing, saying why and what to do instead; it cannot be taken
+// back; from ClusterUpgrade on it is admitted with a warning that there is
+// no downgrade.
+func TestAbortAdmission(t *testing.T) {
+	plan := func(phase v1beta1.UpgradePlanPhase, abort bool, change func(*v1beta1.UpgradePlan)) *v1beta1.UpgradePlan {
+		p := &v1beta1.UpgradePlan{}
+		p.Status.CurrentPhase = phase
+		if abort {
+			p.Spec.Abort = ptr.To(true)
+		}
+		if change != nil {
+			change(p)
+		}
+		return p
+	}
+	dry := func(p *v1beta1.UpgradePlan) { p.Spec.DryRun = ptr.To(true) }
+	for _, tc := range []struct {
+		name          string
+		before, after *v1beta1.UpgradePlan
+		refused, warn string
+	}{
+		{"before ClusterUpgrade", plan(v1beta1.PhaseISODownloading, false, nil), plan(v1beta1.PhaseISODownloading, true, nil), "", ""},
+		{"waiting for the slot", plan("", false, nil), plan("", true, nil), "", ""},
+		{"during NodeUpgrade", plan(v1beta1.PhaseNodeUpgrading, false, nil), plan(v1beta1.PhaseNodeUpgrading, true, nil), "", "no downgrade"},
+		{"taken back", plan(v1beta1.PhaseNodeUpgrading, true, nil), plan(v1beta1.PhaseNodeUpgrading, false, nil), "cannot be taken back", ""},
+		{"ended", plan(v1beta1.PhaseSucceeded, false, nil), plan(v1beta1.PhaseSucceeded, true, nil), "has ended (phase Succeeded)", ""},
+		{"a dry run", plan("", false, dry), plan("", true, dry), "a dry run", ""},
+		{"nodes done", plan(v1beta1.PhaseCleaningUp, false, nil), plan(v1beta1.PhaseCleaningUp, true, nil), "every node is upgraded", ""},
+		{"already aborting", plan(v1beta1.PhaseNodeUpgrading, true, nil), plan(v1beta1.PhaseNodeUpgrading, true, nil), "", ""},
+	} {
+		r := AdmitUpdate(tc.before, tc.after, nil)
+		errs := r.Errors()
+		switch {
+		case tc.refused == "" && len(errs) != 0:
+			t.Errorf("%s: refused: %v", tc.name, errs)
+		case tc.refused != "" && (len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.refused)):
+			t.Errorf("%s: %v, want one refusal saying %q", tc.name, errs, tc.refused)
+		}
+		if warned := strings.Join(r.Warnings(), "; "); tc.warn != "" && !strings.Contains(warned, tc.warn) {
+			t.Errorf("%s: warnings %q, want %q", tc.name, warned, tc.warn)
+		}
+	}
+	created := plan("", true, func(p *v1beta1.UpgradePlan) { p.Name = "hvst-upgrade-a" })
+	if errs := AdmitCreate(created, nil).Errors(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "a new plan cannot be aborted") {
+		t.Errorf("a plan created aborted: %v, want it refused", errs)
+	}
+}

@@ -84,7 +84,6 @@ func TestClientFetchesTheRelease(t *testing.T) {
 		"docker.io/rancher/fleet-agent:v0.13.0",
 		"docker.io/rancher/fleet:v0.13.0",
 		"docker.io/rancher/harvester-cluster-repo:v1.7.1",
-		"docker.io/rancher/harvester-upgrade-toolkit:v1.7.1",
 		"docker.io/rancher/harvester-webhook:v1.7.1",
 		"docker.io/rancher/harvester:v1.7.1",
 		"docker.io/rancher/rancher-webhook:v0.8.0",

@@ -29,9 +29,12 @@ func ImageListPath(version string) string {
 // matter), because something may still run them after the upgrade: the
 // upgrade image, the Longhorn engine and instance manager of volumes whose
 // engine has not been upgraded yet, and the fluentd and fluent-bit images of
-// the logging stack.
+// the logging stack. The toolkit's own image is kept too: its repo runs the
+// running release's, and a node is cleaned as soon as it is upgraded, while
+// the repo still moves onto it as the other nodes drain.
 var RetainedImageNames = []string{
 	"harvester-upgrade",
+	"harvester-upgrade-toolkit",
 	"longhorn-engine",
 	"longhorn-instance-manager",
 	"mirrored-banzaicloud-fluentd",

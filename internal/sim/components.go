@@ -92,7 +92,7 @@ func (s *Sim) componentObjects() []statusObject {
 		deployment(cluster.CattleNamespace, cluster.RancherWebhookDeployment, "rancher-webhook", "rancher/rancher-webhook:v"+webhookFromApp),
 		deployment(cluster.CattleNamespace, cluster.HarvesterClusterRepoDeployment, cluster.HarvesterClusterRepoContainer, cluster.HarvesterClusterRepoImage+":"+c.From.Harvester),
 		deployment(cluster.FleetSystemNamespace, cluster.FleetControllerDeployment, "fleet-controller", "rancher/fleet:v"+fleetFromApp),
-		s.fleetAgent(1),
+		s.fleetAgent(1, fleetFromApp),
 		{obj: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetSystemNamespace, Name: cluster.FleetControllerConfigMap},
 			Data: map[string]string{cluster.FleetControllerConfigKey: fmt.Sprintf("agentTLSMode: system-store\napiServerCA: sim-ca\napiServerURL: %s\n", fleetAPIServerURL)}}},
 		{obj: &managementv3.Setting{ObjectMeta: metav1.ObjectMeta{Name: cluster.RancherServerVersionSetting}, Value: c.From.Rancher}},
@@ -192,14 +192,16 @@ func (s *Sim) managedChart(name, version, namespace string, values map[string]an
 	}}
 }
 
-// fleetAgent is Fleet's agent Deployment of one agent generation.
-func (s *Sim) fleetAgent(generation int64) statusObject {
+// fleetAgent is Fleet's agent Deployment of one agent generation, at the
+// Fleet version (the app version, e.g. 0.13.0) that deploys it: Fleet's
+// controller deploys its own version's agent image.
+func (s *Sim) fleetAgent(generation int64, version string) statusObject {
 	labels := map[string]string{"app": cluster.FleetAgentDeployment}
 	return statusObject{obj: &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.FleetLocalSystemNamespace, Name: cluster.FleetAgentDeployment,
 		Labels: map[string]string{labelFleetAgentGeneration: fmt.Sprint(generation)}},
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "fleet-agent", Image: "rancher/fleet-agent:v" + fleetFromApp}}}}}}}
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "fleet-agent", Image: "rancher/fleet-agent:v" + version}}}}}}}
 }
 
 // longhornManager is Longhorn's manager DaemonSet.

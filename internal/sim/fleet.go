@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -197,6 +198,17 @@ func rawValues(values map[string]any) *runtime.RawExtension {
 	return &runtime.RawExtension{Raw: raw}
 }
 
+// fleetVersion is the version of Fleet's controller: its Deployment's image
+// tag, without its "v".
+func (s *Sim) fleetVersion(ctx context.Context) (string, error) {
+	d := &appsv1.Deployment{}
+	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: cluster.FleetSystemNamespace, Name: cluster.FleetControllerDeployment}, d); err != nil {
+		return "", err
+	}
+	_, tag, _ := strings.Cut(d.Spec.Template.Spec.Containers[0].Image, ":")
+	return strings.TrimPrefix(tag, "v"), nil
+}
+
 // reconcileFleetCluster is Fleet's agent management: a fleet Cluster asked
 // for a new agent generation gets a new fleet-agent Deployment, is imported
 // again and records the generation.
@@ -212,7 +224,11 @@ func (s *Sim) reconcileFleetCluster(ctx context.Context, req reconcile.Request) 
 	if wait := s.steps.remaining(step, s.cfg.Timing.DrainStep); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
-	agent := s.fleetAgent(fc.Spec.RedeployAgentGeneration).obj
+	version, err := s.fleetVersion(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	agent := s.fleetAgent(fc.Spec.RedeployAgentGeneration, version).obj
 	if err := client.IgnoreNotFound(s.c.Delete(ctx, agent.DeepCopyObject().(client.Object))); err != nil {
 		return reconcile.Result{}, err
 	}

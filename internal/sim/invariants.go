@@ -268,7 +268,7 @@ func (c *Checker) ObservePlan(p *v1beta1.UpgradePlan) {
 // phaseMayFollow reports whether a plan in phase prev may next be seen in
 // phase next: forward in pipeline order (several steps in one write are
 // allowed here; phaseTransitionTimestamps must still list each), or Failed
-// from any phase that is not terminal.
+// or Aborted from any phase that is not terminal.
 func phaseMayFollow(prev, next v1beta1.UpgradePlanPhase, retried *v1beta1.Failure) bool {
 	switch {
 	case prev == v1beta1.PhaseFailed && retried != nil:
@@ -276,7 +276,7 @@ func phaseMayFollow(prev, next v1beta1.UpgradePlanPhase, retried *v1beta1.Failur
 		return next == retried.Phase || phaseMayFollow(retried.Phase, next, nil)
 	case prev.IsTerminal():
 		return false
-	case next == v1beta1.PhaseFailed:
+	case next == v1beta1.PhaseFailed || next == v1beta1.PhaseAborted:
 		return true
 	case next == v1beta1.PhasePreviewed:
 		return prev == ""
@@ -307,7 +307,7 @@ func phaseSequenceError(phases []v1beta1.UpgradePlanPhase, failures []v1beta1.Fa
 			continue
 		}
 		prev := phases[i-1]
-		ok := !prev.IsTerminal() && (p == v1beta1.PhaseFailed || (phaseRank(prev) >= 0 && phaseRank(p) == phaseRank(prev)+1))
+		ok := !prev.IsTerminal() && (p == v1beta1.PhaseFailed || p == v1beta1.PhaseAborted || (phaseRank(prev) >= 0 && phaseRank(p) == phaseRank(prev)+1))
 		if !ok {
 			return fmt.Sprintf("recorded phases go from %s to %s: %s", prev, p, joinPhases(phases))
 		}

@@ -329,10 +329,11 @@ func TestCheckFinishedVMsOffAtSuccess(t *testing.T) {
 		{VM: "default/vm-node-2-1", Node: "node-2", State: vmledger.Running, Leave: vmledger.LeaveMigrate,
 			Events: []vmledger.Event{{At: time.Now(), Kind: vmledger.StoppedEvent, Node: "node-2", Cause: vmledger.CauseConsent}}},
 	}}
-	cm, err := vmledger.NewConfigMap(p, l)
+	cms, err := vmledger.NewConfigMaps(p, l)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cm := cms[0]
 	if err := env.Client.Create(ctx, cm); err != nil {
 		t.Fatal(err)
 	}

@@ -130,6 +130,9 @@ type FaultSet struct {
 	FailImport *ImportFault
 	// NeverReturn lists nodes that go NotReady on reboot and never come back.
 	NeverReturn []string
+	// Outages are nodes that go down while another node reboots for its
+	// upgrade: a power loss or a crashed host the upgrade did not cause.
+	Outages []Outage
 	// StuckVersion: Harvester never reports the new version in its
 	// server-version Setting, although Fleet deployed the new chart (the new
 	// harvester pods never become ready).
@@ -189,6 +192,21 @@ type MigrationFault struct {
 	// Reason is a failure's reason (default: an error of libvirt's
 	// migration, as virt-handler reports it).
 	Reason string
+}
+
+// Outage takes a node down when another one powers off for its upgrade's
+// reboot. The node stops like a powered-off machine (its kubelet stops
+// posting status, so the node-lifecycle controller marks it NotReady and
+// taints it) and, For later, boots again on the OS it ran, with a new boot
+// ID.
+type Outage struct {
+	// Node is the node that goes down.
+	Node string
+	// During is the node whose reboot takes it down.
+	During string
+	// For is how long it stays down; 0 keeps it down while the outage is in
+	// the fault set (a test lifts it with SetFaults).
+	For time.Duration
 }
 
 // Components FaultSet.Unresponsive can stop.
@@ -286,6 +304,38 @@ func (f *faults) snapshot() FaultSet {
 
 func (f *faults) neverReturns(node string) bool {
 	return f.nodeIn(func(s *FaultSet) []string { return s.NeverReturn }, node)
+}
+
+// outagesDuring are the nodes that go down when node powers off for its
+// reboot.
+func (f *faults) outagesDuring(node string) []string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []string
+	for _, o := range f.set.Outages {
+		if o.During == node {
+			out = append(out, o.Node)
+		}
+	}
+	return out
+}
+
+// outageLeft is how long a node down since since stays down: 0 once its
+// time is up or its outage is no longer in the fault set.
+func (f *faults) outageLeft(node string, since time.Time) time.Duration {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, o := range f.set.Outages {
+		if o.Node != node {
+			continue
+		}
+		if o.For == 0 {
+			// Look again later: a test may lift the fault.
+			return time.Second
+		}
+		return max(time.Until(since.Add(o.For)), 0)
+	}
+	return 0
 }
 
 func (f *faults) unresponsive(component string) bool {

@@ -53,20 +53,28 @@ const (
 // migrations of each VM ended (a fault counts its failures), and which
 // VMs it force-drained or stopped as their owner (once each).
 type vmWorld struct {
-	mu           sync.Mutex
-	tried        map[string]int
+	mu    sync.Mutex
+	tried map[string]int
+	// ordinal numbers each migration that ended among its VM's: a pass
+	// that ends a migration and fails to write it ends it again, and must
+	// not count it twice.
+	ordinal      map[types.UID]int
 	forceDrained map[string]bool
 	ownerStopped map[string]bool
 }
 
-// attempt counts one more migration of vm and returns how many there were.
-func (w *vmWorld) attempt(vm string) int {
+// attempt counts migration as one more of vm, once, and returns its number.
+func (w *vmWorld) attempt(vm string, migration types.UID) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.tried == nil {
-		w.tried = map[string]int{}
+		w.tried, w.ordinal = map[string]int{}, map[types.UID]int{}
+	}
+	if n, ok := w.ordinal[migration]; ok {
+		return n
 	}
 	w.tried[vm]++
+	w.ordinal[migration] = w.tried[vm]
 	return w.tried[vm]
 }
 
@@ -264,14 +272,14 @@ func (s *Sim) reconcileMigration(ctx context.Context, req reconcile.Request) (re
 			return reconcile.Result{RequeueAfter: wait}, nil
 		}
 		s.steps.forget(step)
-		s.vms.attempt(key)
+		s.vms.attempt(key, m.UID)
 		return reconcile.Result{}, s.endMigration(ctx, m, vmi, migrationAbortedReason)
 	}
 	if wait := s.steps.remaining(step, s.cfg.Timing.Migration); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	s.steps.forget(step)
-	if n := s.vms.attempt(key); fault != nil && (fault.Failures < 0 || n <= fault.Failures) {
+	if n := s.vms.attempt(key, m.UID); fault != nil && (fault.Failures < 0 || n <= fault.Failures) {
 		return reconcile.Result{}, s.endMigration(ctx, m, vmi, orDefault(fault.Reason, migrationFailedReason))
 	}
 	target := m.Status.MigrationState.TargetNode
@@ -373,9 +381,13 @@ func (s *Sim) migrationBackoff(ctx context.Context, m *kubevirtv1.VirtualMachine
 		}
 		if backoff == 0 {
 			backoff = base
-			lastFailed = phaseEntered(o, migrationFailed)
 		} else {
 			backoff *= 2
+		}
+		// The latest failure, not the last in creation order: two
+		// migrations created within the same second sort either way.
+		if at := phaseEntered(o, migrationFailed); at.After(lastFailed) {
+			lastFailed = at
 		}
 	}
 	if backoff == 0 {

@@ -69,7 +69,12 @@ func TestMigrationFaults(t *testing.T) {
 	// KubeVirt's backoff: 2 s after the first failure, 4 s after the
 	// second, from failure times the API stores in whole seconds.
 	if took := time.Since(began); took < 3*backoff-2*time.Second {
-		t.Errorf("the VM moved %s after its node was tainted, within KubeVirt's backoff (%s, then %s)", took, backoff, 2*backoff)
+		var times []string
+		for _, m := range migrationsOf(t, "vm-node-2-1") {
+			times = append(times, fmt.Sprintf("%s created %s: %s", m.Name, m.CreationTimestamp.UTC().Format(time.RFC3339), m.Status.PhaseTransitionTimestamps))
+		}
+		t.Errorf("the VM moved %s after its node was tainted (at %s), within KubeVirt's backoff (%s, then %s); its migrations: %s",
+			took, began.UTC().Format(time.RFC3339Nano), backoff, 2*backoff, strings.Join(times, "; "))
 	}
 	migs := migrationsOf(t, "vm-node-2-1")
 	byPhase := map[string][]kubevirtv1.VirtualMachineInstanceMigration{}

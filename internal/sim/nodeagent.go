@@ -61,6 +61,9 @@ func (s *Sim) reconcileNodeAgent(ctx context.Context, req reconcile.Request) (re
 	if err := s.c.Get(ctx, req.NamespacedName, node); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	if since, down := node.Annotations[annotationOutage]; down && node.Annotations[annotationReboot] == "" {
+		return s.endOutage(ctx, node, since)
+	}
 	if node.Annotations[annotationReboot] == "" {
 		return reconcile.Result{}, nil
 	}
@@ -88,6 +91,11 @@ func (s *Sim) reconcileNodeAgent(ctx context.Context, req reconcile.Request) (re
 		if err := s.powerOff(ctx, node.Name); err != nil {
 			return reconcile.Result{}, err
 		}
+		for _, other := range s.faults.outagesDuring(node.Name) {
+			if err := s.startOutage(ctx, other); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
 		r.Since = ptr.To(metav1.Now())
 		if err := s.setReboot(ctx, node.Name, &r); err != nil {
 			return reconcile.Result{}, err
@@ -111,6 +119,51 @@ func (s *Sim) reconcileNodeAgent(ctx context.Context, req reconcile.Request) (re
 	}
 	s.log.V(1).Info("node rebooted", "node", node.Name, "osImage", osImage)
 	return reconcile.Result{}, s.setReboot(ctx, node.Name, nil)
+}
+
+// annotationOutage marks a node down for an outage (FaultSet.Outages) with
+// the time it went down.
+const annotationOutage = "sim.upgrade-toolkit.harvesterhci.io/outage"
+
+// startOutage powers a node off for an outage, once.
+func (s *Sim) startOutage(ctx context.Context, node string) error {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	err := s.mutate(ctx, n, false, func() bool {
+		if _, down := n.Annotations[annotationOutage]; down {
+			return false
+		}
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[annotationOutage] = time.Now().UTC().Format(time.RFC3339Nano)
+		return true
+	})
+	if err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	s.log.V(1).Info("node down for an outage", "node", node)
+	return s.powerOff(ctx, node)
+}
+
+// endOutage boots a node whose outage is over on the OS it ran.
+func (s *Sim) endOutage(ctx context.Context, node *corev1.Node, since string) (reconcile.Result, error) {
+	at, err := time.Parse(time.RFC3339Nano, since)
+	if err != nil {
+		at = time.Now()
+	}
+	if left := s.faults.outageLeft(node.Name, at); left > 0 {
+		return reconcile.Result{RequeueAfter: left}, nil
+	}
+	if err := s.powerOn(ctx, node.Name, node.Status.NodeInfo.OSImage, node.Status.NodeInfo.KubeletVersion); err != nil {
+		return reconcile.Result{}, err
+	}
+	s.log.V(1).Info("node back from an outage", "node", node.Name)
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name}}
+	return reconcile.Result{}, client.IgnoreNotFound(s.mutate(ctx, n, false, func() bool {
+		_, had := n.Annotations[annotationOutage]
+		delete(n.Annotations, annotationOutage)
+		return had
+	}))
 }
 
 func (s *Sim) setReboot(ctx context.Context, node string, r *reboot) error {

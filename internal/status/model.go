@@ -38,7 +38,10 @@ type Status struct {
 	Error    string          `json:"error,omitempty"`
 	Warnings []Warning       `json:"warnings,omitempty"`
 	Failure  *Failure        `json:"failure,omitempty"`
-	Estimate *Estimate       `json:"estimate,omitempty"`
+	// Aborted is how an aborted plan ended (spec.abort): where it
+	// stopped, the nodes upgraded and not, and how to finish.
+	Aborted  string    `json:"aborted,omitempty"`
+	Estimate *Estimate `json:"estimate,omitempty"`
 	// Logs says which logs of the upgrade could not be read to their end.
 	Logs *Logs `json:"logs,omitempty"`
 	// Stalled is the node or step that overran its estimate, if any.
@@ -192,6 +195,8 @@ func FromPlan(p *v1beta1.UpgradePlan, previous *v1beta1.UpgradePlan, now time.Ti
 			s.Failure.Retry = RetryCommand(p.Name)
 			s.Failure.RetryDeadline = last.RetryDeadline
 		}
+	case st.CurrentPhase == v1beta1.PhaseAborted && c != nil:
+		s.Aborted = c.Message
 	case !p.IsFinished() && c != nil && c.Message != "":
 		s.Waiting = &Waiting{For: firstLine(c.Message), Since: waitingSince(st, c)}
 	}

@@ -76,6 +76,9 @@ func Text(s *Status) string {
 	if l := s.Logs; l != nil {
 		fmt.Fprintf(&b, "logs      %d incomplete: the kubelets of %s did not answer (upgrade-toolkit logs %s)\n", l.Incomplete, names.List(l.Nodes), s.Plan)
 	}
+	if s.Aborted != "" {
+		fmt.Fprintf(&b, "aborted   %s\n", s.Aborted)
+	}
 	if f := s.Failure; f != nil {
 		fmt.Fprintf(&b, "failed    %s\n", firstLine(f.Message))
 		if f.Job != "" {

@@ -313,3 +313,17 @@ func TestTextVMs(t *testing.T) {
 		t.Errorf("without a ledger, got:\n%s\nwant in it:\n%s", got, want)
 	}
 }
+
+// TestTextAborted: an aborted plan says where it stopped, the nodes
+// upgraded and not, and how to finish; it is not shown as failed.
+func TestTextAborted(t *testing.T) {
+	msg := "aborted (spec.abort) in phase NodeUpgrading: the cluster's components run the new release (there is no downgrade); nodes upgraded: node-1; nodes not upgraded: node-2"
+	p := withCondition(plan("hvst-upgrade-a", v1beta1.PhaseNodeUpgrading, 0, v1beta1.PhaseAborted, 90), v1beta1.ConditionProgressing, metav1.ConditionFalse, 90, msg)
+	s := FromPlan(p, nil, t0.Add(time.Hour))
+	if s.Aborted != msg || s.Failure != nil {
+		t.Fatalf("aborted %q, failure %+v: want the abort's message and no failure", s.Aborted, s.Failure)
+	}
+	if text := Text(s); !strings.Contains(text, "aborted   "+msg) || strings.Contains(text, "failed ") {
+		t.Errorf("the text does not show the abort:\n%s", text)
+	}
+}

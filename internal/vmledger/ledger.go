@@ -5,8 +5,9 @@
 // each stop (by the upgrade as planned, by the upgrade with the operator's
 // consent, by its owner, and who), each start (by the restore, by its owner,
 // by KubeVirt) and each instance that ended on its own. The record is the
-// plan's VM ledger, the ConfigMap <plan>-vm-ledger in harvester-system,
-// owned by the plan and kept until the plan is deleted (like the restore-vm
+// plan's VM ledger, the ConfigMap <plan>-vm-ledger in harvester-system
+// (continued in <plan>-vm-ledger-1 and on past ShardSize VMs), owned by the
+// plan and kept until the plan is deleted (like the restore-vm
 // ConfigMap): the plan's status counts from it per node, its final check
 // judges every VM from it, and `upgrade-toolkit status` and the support
 // bundle show it.

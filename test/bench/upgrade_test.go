@@ -35,6 +35,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/apicount"
 	"github.com/harvester/upgrade-toolkit/internal/metrics"
+	"github.com/harvester/upgrade-toolkit/internal/nodestate"
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
 	"github.com/harvester/upgrade-toolkit/internal/sim"
 	"github.com/harvester/upgrade-toolkit/internal/simrun"
@@ -125,6 +126,7 @@ func BenchmarkUpgrade(b *testing.B) {
 				b.ReportMetric(float64(r.memory.rss)/(1<<20), "rss-MiB")
 				b.ReportMetric(float64(r.memory.rssFile)/(1<<20), "rss-file-MiB")
 				b.ReportMetric(float64(r.memory.heap)/(1<<20), "heap-MiB")
+				b.ReportMetric(r.tail.Seconds(), "tail-s")
 				// The whole breakdown; b.Log would cut it short.
 				fmt.Println(r.String())
 			}
@@ -156,6 +158,10 @@ type result struct {
 	// everyone's (the manager's included), and churn who made them.
 	nodeUpdates int
 	churn       string
+	// tail is the time from the last node's verified upgrade to
+	// Succeeded: what the operator's window waits for once nothing is
+	// at risk any more.
+	tail time.Duration
 }
 
 // total is the number of API requests.
@@ -169,8 +175,8 @@ func (r *result) total() int {
 
 func (r *result) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d nodes: Succeeded in %s, %s in reconciles, %s of manager CPU, %d API requests (%d writes, %d after the end %v), %.1f MiB sent, %.1f MiB received, manager RSS peak %.1f MiB (%.1f MiB of it the binary's pages, %s after the start), heap peak %.1f MiB\n",
-		r.nodes, r.wall.Round(time.Millisecond), r.reconcileTime.Round(time.Millisecond), r.cpu.Round(time.Millisecond), r.total(), r.writes, r.quietWrites, r.quiet,
+	fmt.Fprintf(&b, "%d nodes: Succeeded in %s (%s after the last node's upgrade), %s in reconciles, %s of manager CPU, %d API requests (%d writes, %d after the end %v), %.1f MiB sent, %.1f MiB received, manager RSS peak %.1f MiB (%.1f MiB of it the binary's pages, %s after the start), heap peak %.1f MiB\n",
+		r.nodes, r.wall.Round(time.Millisecond), r.tail.Round(time.Millisecond), r.reconcileTime.Round(time.Millisecond), r.cpu.Round(time.Millisecond), r.total(), r.writes, r.quietWrites, r.quiet,
 		float64(r.sent)/(1<<20), float64(r.received)/(1<<20), float64(r.memory.rss)/(1<<20), float64(r.memory.rssFile)/(1<<20), r.memory.rssAt.Round(time.Second), float64(r.memory.heap)/(1<<20))
 	var ctrls []string
 	for c := range r.reconciles {
@@ -248,7 +254,8 @@ func upgrade(b *testing.B, u upgradeRun) *result {
 		case <-waitCtx.Done():
 		}
 	}()
-	final, err := run.WaitFinished(waitCtx, plan.Name, nil)
+	var tail tailWatch
+	final, err := run.WaitFinished(waitCtx, plan.Name, func(p *v1beta1.UpgradePlan) { tail.see(p, nodes) })
 	select {
 	case <-mgr.gone:
 		b.Fatalf("the manager ended before the plan did (%v): %v", mgr.exit, err)
@@ -267,7 +274,7 @@ func upgrade(b *testing.B, u upgradeRun) *result {
 	after := mgr.scrape(b)
 	r := &result{nodes: nodes, wall: wall, reconciles: after.reconciles, requests: after.requests, bytes: before.bytes, reconcileTime: after.reconcileTime, cpu: before.cpu,
 		writes: after.writes(), quietWrites: after.writes() - before.writes(), quiet: map[string]int{}, phases: after.phases,
-		nodeUpdates: churn.total(), churn: churn.String()}
+		nodeUpdates: churn.total(), churn: churn.String(), tail: tail.succeeded.Sub(tail.lastUpgraded)}
 	for _, v := range before.bytes {
 		r.sent += v.Sent
 		r.received += v.Received
@@ -279,6 +286,27 @@ func upgrade(b *testing.B, u upgradeRun) *result {
 	}
 	r.memory = mgr.peaks()
 	return r
+}
+
+// tailWatch sees the plan's states as the upgrade goes: when its last
+// node's upgrade was verified (every node upgraded or excluded) and when it
+// reached Succeeded.
+type tailWatch struct{ lastUpgraded, succeeded time.Time }
+
+func (w *tailWatch) see(p *v1beta1.UpgradePlan, nodes int) {
+	now := time.Now()
+	if w.succeeded.IsZero() && p.Status.CurrentPhase == v1beta1.PhaseSucceeded {
+		w.succeeded = now
+	}
+	if !w.lastUpgraded.IsZero() || len(p.Status.NodeUpgradeStatuses) < nodes {
+		return
+	}
+	for _, st := range p.Status.NodeUpgradeStatuses {
+		if !nodestate.Finished(st.State) {
+			return
+		}
+	}
+	w.lastUpgraded = now
 }
 
 // manager is the toolkit's manager running as a process.

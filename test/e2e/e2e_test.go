@@ -226,10 +226,45 @@ func TestOneNode(t *testing.T) {
 }
 
 func TestThreeNodes(t *testing.T) {
-	p := scenario{sim: sim.Config{Nodes: 3, Witness: true}, want: v1beta1.PhaseSucceeded, after: clusterComponentsUpgraded}.run(t)
+	var overlap string
+	p := scenario{sim: sim.Config{Nodes: 3, Witness: true}, want: v1beta1.PhaseSucceeded, after: clusterComponentsUpgraded,
+		during: func(_ *testing.T, _ context.Context, _ *simrun.Run, p *v1beta1.UpgradePlan) {
+			if overlap == "" {
+				overlap = cleanedWhileUpgrading(p)
+			}
+		}}.run(t)
 	if len(p.Status.NodeUpgradeStatuses) != 4 {
 		t.Errorf("node statuses %v", p.Status.NodeUpgradeStatuses)
 	}
+	// Each node's old images go as soon as it is upgraded, not after the
+	// last node.
+	if overlap == "" {
+		t.Error("no node's image cleanup overlapped another node's upgrade")
+	}
+	t.Log(overlap)
+}
+
+// cleanedWhileUpgrading names the nodes being cleaned, or cleaned, while
+// others are still to be upgraded; "" when there are none.
+func cleanedWhileUpgrading(p *v1beta1.UpgradePlan) string {
+	if p.Status.CurrentPhase != v1beta1.PhaseNodeUpgrading {
+		return ""
+	}
+	var cleaning, todo []string
+	for name, st := range p.Status.NodeUpgradeStatuses {
+		switch {
+		case st.State == v1beta1.NodeStateImageCleaning || st.State == v1beta1.NodeStateImageCleaned:
+			cleaning = append(cleaning, name+" "+string(st.State))
+		case !nodestate.Finished(st.State):
+			todo = append(todo, name+" "+string(st.State))
+		}
+	}
+	if len(cleaning) == 0 || len(todo) == 0 {
+		return ""
+	}
+	slices.Sort(cleaning)
+	slices.Sort(todo)
+	return fmt.Sprintf("during NodeUpgrade, %s while %s", strings.Join(cleaning, ", "), strings.Join(todo, ", "))
 }
 
 // clusterComponentsUpgraded checks what the real cluster-upgrade Job left:

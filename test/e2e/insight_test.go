@@ -187,6 +187,10 @@ func TestInsightSecondNodeCordoned(t *testing.T) {
 			if !held && strings.Contains(st.Message, last+" cordoned") {
 				held = true
 				t.Logf("%s held: %s", next, st.Message)
+			}
+			// Released once held and named: the watchdog looks every 5 s,
+			// and the hold can come first.
+			if held && found != nil && !released {
 				if err := run.Sim.Cordon(ctx, last, "kubectl-cordon", false); err != nil {
 					t.Fatal(err)
 				}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"strings"
 	"testing"
@@ -28,6 +29,9 @@ func TestRetry(t *testing.T) {
 		fault     sim.JobFault
 		from, to  v1beta1.NodeUpgradeState
 		failPhase v1beta1.UpgradePlanPhase
+		// slow are Jobs that take longer, so that a failure comes while
+		// other nodes still upgrade.
+		slow []sim.JobFault
 	}{
 		// A permanent exit code: the Job fails at once.
 		"post-drain": {fault: sim.JobFault{Type: sim.JobPostDrain, Node: "node-2", ExitCode: 4, Message: "writing the OS image: no space left"},
@@ -36,18 +40,31 @@ func TestRetry(t *testing.T) {
 		// runs it again.
 		"image preload": {fault: sim.JobFault{Type: sim.JobImagePreload, Node: "node-2", Message: "importing images: no space left"},
 			from: v1beta1.NodeStateImagePreloadFailed, to: v1beta1.NodeStateImagePreloading, failPhase: v1beta1.PhaseImagePreloading},
+		// Every node's cleanup fails, retried by the Job controller to
+		// SUC's backoff limit (about 30 s) while the next node upgrades
+		// (its post-drain Job takes 45 s): named on the node at once, it
+		// fails the plan only in ImageCleanup.
+		"image cleanup": {fault: sim.JobFault{Type: sim.JobImageCleanup, Message: "crictl rmi: exit status 1"},
+			from: v1beta1.NodeStateImageCleanFailed, to: v1beta1.NodeStateImageCleaning, failPhase: v1beta1.PhaseCleaningUp,
+			slow: []sim.JobFault{{Type: sim.JobPostDrain, Delay: 45 * time.Second}}},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			var held, retried bool
+			var namedEarly string // the node's failure, seen during NodeUpgrade
 			boots := map[string]map[string]bool{}
 			final := scenario{
-				sim:         sim.Config{Nodes: 3, Faults: sim.FaultSet{FailJobs: []sim.JobFault{tt.fault}}},
+				sim:         sim.Config{Nodes: 3, Faults: sim.FaultSet{FailJobs: []sim.JobFault{tt.fault}, SlowJobs: tt.slow}},
 				retryWindow: 10 * time.Minute,
 				want:        v1beta1.PhaseSucceeded,
 				during: func(t *testing.T, ctx context.Context, run *simrun.Run, p *v1beta1.UpgradePlan) {
 					recordBoots(t, ctx, run.Client, boots)
+					for node, st := range p.Status.NodeUpgradeStatuses {
+						if st.State == tt.from && p.Status.CurrentPhase == v1beta1.PhaseNodeUpgrading && namedEarly == "" {
+							namedEarly = node + ": " + st.Message
+						}
+					}
 					if retried || !p.AwaitsRetry() {
 						return
 					}
@@ -66,6 +83,12 @@ func TestRetry(t *testing.T) {
 			if !held {
 				t.Fatal("the plan never waited for a retry")
 			}
+			if tt.fault.Type == sim.JobImageCleanup {
+				if !strings.Contains(namedEarly, tt.fault.Message) {
+					t.Errorf("no cleanup failure was named on its node during NodeUpgrade (%q)", namedEarly)
+				}
+				t.Logf("named during NodeUpgrade: %s", namedEarly)
+			}
 			if n := len(final.Status.Failures); n != 1 {
 				t.Fatalf("%d failures recorded, want 1: %+v", n, final.Status.Failures)
 			}
@@ -73,9 +96,14 @@ func TestRetry(t *testing.T) {
 			if f.Phase != tt.failPhase || f.RetriedAt == nil || f.Retry != "after-fix" || final.Status.ObservedRetry != "after-fix" {
 				t.Errorf("failure record %+v, observed retry %q", f, final.Status.ObservedRetry)
 			}
-			want := v1beta1.NodeRetry{Node: tt.fault.Node, From: tt.from, To: tt.to}
-			if len(f.Nodes) != 1 || f.Nodes[0] != want {
-				t.Errorf("nodes moved back %+v, want [%+v]", f.Nodes, want)
+			// A fault on every node: those whose Job had failed by then.
+			if len(f.Nodes) == 0 || (tt.fault.Node != "" && len(f.Nodes) != 1) {
+				t.Errorf("nodes moved back %+v, want %s", f.Nodes, cmp.Or(tt.fault.Node, "one or more"))
+			}
+			for _, r := range f.Nodes {
+				if r.From != tt.from || r.To != tt.to || (tt.fault.Node != "" && r.Node != tt.fault.Node) {
+					t.Errorf("node moved back %+v, want %s from %s to %s", r, cmp.Or(tt.fault.Node, "any node"), tt.from, tt.to)
+				}
 			}
 			// Every node was upgraded once: one reboot, two boot IDs.
 			for node, ids := range boots {
