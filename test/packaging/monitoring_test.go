@@ -21,11 +21,12 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/testenv"
 )
 
-// monitoringGroup is Prometheus Operator's API group, whose CRDs the test
-// API server does not have.
+// monitoringGroup is Prometheus Operator's API group: its CRDs come from
+// its module, as the other upstream CRDs (hack/crdgen).
 const monitoringGroup = "monitoring.coreos.com"
 
-func withoutCRD(u *unstructured.Unstructured) bool {
+// isMonitoring tells an object of Prometheus Operator's kinds.
+func isMonitoring(u *unstructured.Unstructured) bool {
 	return strings.HasPrefix(u.GetAPIVersion(), monitoringGroup+"/")
 }
 
@@ -57,7 +58,7 @@ func TestChartMonitoring(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, u := range decode(t, out) {
-		if withoutCRD(u) || u.GetName() == "upgrade-toolkit-dashboard" {
+		if isMonitoring(u) || u.GetName() == "upgrade-toolkit-dashboard" {
 			t.Errorf("the default values install %s", key(u))
 		}
 	}
@@ -88,8 +89,22 @@ func TestChartMonitoring(t *testing.T) {
 	if len(endpoints) != 1 || !slices.ContainsFunc(ports, func(p any) bool {
 		return p.(map[string]any)["name"] == endpoints[0].(map[string]any)["port"]
 	}) {
-		t.Errorf("the ServiceMonitor's endpoints %v name no port of the Service %v", endpoints, ports)
+		t.Fatalf("the ServiceMonitor's endpoints %v name no port of the Service %v", endpoints, ports)
 	}
+	// The deprecated bearerTokenFile is gone: the token of the chart's
+	// scraper account, from its Secret, which the account may read with.
+	ep := endpoints[0].(map[string]any)
+	secret, _, _ := unstructured.NestedString(ep, "authorization", "credentials", "name")
+	if _, old := ep["bearerTokenFile"]; old || find(objs, "Secret", ns, secret) == nil {
+		t.Errorf("the ServiceMonitor's endpoint authenticates with %v, want authorization from a Secret of the chart", ep)
+	}
+	if binding := find(objs, "ClusterRoleBinding", "", "upgrade-toolkit-metrics-scraper"); binding == nil {
+		t.Error("no ClusterRoleBinding upgrade-toolkit-metrics-scraper: the scraper account cannot read /metrics")
+	} else if role, _, _ := unstructured.NestedString(binding.Object, "roleRef", "name"); role != "upgrade-toolkit-metrics-reader" {
+		t.Errorf("the scraper account is bound to %q, want upgrade-toolkit-metrics-reader", role)
+	}
+	// Against Prometheus Operator's own CRDs, on a real API server.
+	apply(t, objs)
 
 	exported := metrics.Names()
 	checkQuery := func(where, q string) {
