@@ -73,12 +73,12 @@ Environment:
 	f.StringVar(&crdsDir, "crds-dir", "/usr/local/share/extra_manifests/cdi", "directory of CRDs the release's charts need but Helm does not upgrade (*.yaml); skipped when missing")
 	f.StringVar(&manifestsDir, "manifests-dir", "/usr/local/share/extra_manifests", "directory with, per release upgraded from, a directory of manifests to apply (<version>/*.yaml); skipped when missing")
 	f.StringVar(&workDir, "work-dir", filepath.Join(os.TempDir(), "upgrade"), "scratch directory for the Rancher chart")
-	return jobCommand(cmd, func(ctx context.Context, _ []string) error {
+	return jobCommand(cmd, func(ctx context.Context, kube *clusterFlags, _ []string) error {
 		plan, err := requireEnv(jobspec.EnvPlan, "the UpgradePlan")
 		if err != nil {
 			return err
 		}
-		c, err := newClient()
+		c, err := kube.client()
 		if err != nil {
 			return err
 		}

@@ -40,12 +40,12 @@ RestoreVMConfigMapFailed or VMShutdownFailed on the plan.` + exitCodeHelp(helper
 	}
 	cmd.Flags().BoolVar(&shutdown, "shutdown", false, "stop the VMs (requires --upgrade)")
 	cmd.Flags().StringVar(&planName, "upgrade", "", "the UpgradePlan whose restore list records the VMs")
-	return jobCommand(cmd, func(ctx context.Context, args []string) error {
+	return jobCommand(cmd, func(ctx context.Context, kube *clusterFlags, args []string) error {
 		node := args[0]
 		if shutdown && planName == "" {
 			return usageError("--shutdown needs --upgrade PLAN: the VMs must be recorded for restore before they are stopped")
 		}
-		c, err := newClient()
+		c, err := kube.client()
 		if err != nil {
 			return err
 		}

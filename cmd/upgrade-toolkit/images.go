@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	ctrl "sigs.k8s.io/controller-runtime"
+	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -28,21 +27,19 @@ import (
 
 func init() { subcommands = append(subcommands, newImagesCommand) }
 
-// imagesMissingExitCode: an image of the upgrade is on no node and nothing
-// pulls it: a plan would refuse to start (as preflight's).
-const imagesMissingExitCode = preflightFailedExitCode
-
 // imagesOptions are the images command's flags.
 type imagesOptions struct {
-	version, iso, repoURL, from, upgrade, repository, output string
-	mirror                                                   images.Mirror
-	skipPreload, pushList                                    bool
+	version, iso, repoURL, from, upgrade, repository string
+	mirror                                           images.Mirror
+	skipPreload, pushList                            bool
+	// printer prints the report as data; nil for the text view.
+	printer printers.ResourcePrinter
 }
 
 func newImagesCommand() *cobra.Command {
 	o := imagesOptions{repository: v1beta1.DefaultUpgradeToolkitRepository}
 	cmd := &cobra.Command{
-		Use:   "images (--version VERSION | --iso FILE|URL | --repo-url URL) [--from RUNNING] [--image-mirror REGISTRY] [-o text|json] [--push-list]",
+		Use:   "images (--version VERSION | --iso FILE|URL | --repo-url URL) [--from RUNNING] [--image-mirror REGISTRY] [-o text|json|yaml|...] [--push-list]",
 		Short: "List every image an upgrade runs, where each node gets it, and what a mirror must hold",
 		Long: `images reports the container images of an upgrade to a release: for each
 workload of the toolkit (the repo, the image preload, the cluster upgrade,
@@ -66,17 +63,16 @@ or URL (--iso), or from a running upgrade repo (--repo-url). The running
 release is --from, else the cluster's server-version setting; the cluster's
 containerd-registry setting is read when the cluster is reachable.
 
-Exit codes:
-  0   every image is available where it runs
-  1   the release or the cluster could not be read
-  2   invalid command line
-  7   an image is missing: a plan would refuse to start (see the checks)`,
+-o prints the report as data, as kubectl does: json, yaml, jsonpath=,
+go-template=, custom-columns=.` + exitCodesHelp(0, exitFailure, usageExitCode, exitCheckFailed, exitUnreachable),
 		Example: `  upgrade-toolkit images --version v1.8.0
   upgrade-toolkit images --iso harvester-v1.8.0-amd64.iso --from v1.7.1 -o json
   upgrade-toolkit images --version v1.8.0 --image-mirror registry.example.com:5000 --push-list |
     while read src dst; do skopeo copy "docker://$src" "docker://$dst"; done`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 	}
+	kube := addClusterFlags(cmd, true)
+	output := addOutputFlags(cmd, "text", false)
 	f := cmd.Flags()
 	f.StringVar(&o.version, "version", "", "the Version (harvester-system) to upgrade to: its ISO is read over HTTP")
 	f.StringVar(&o.iso, "iso", "", "the release ISO: a file, or an http(s) URL served with range requests")
@@ -86,9 +82,8 @@ Exit codes:
 	f.StringVar(&o.repository, "toolkit-image-repository", o.repository, "as the manager's flag, or a plan's management.harvesterhci.io/upgrade-toolkit-image")
 	f.Var(mirrorFlag{&o.mirror}, "image-mirror", "as the manager's flag: the registry every workload's image is pulled from")
 	f.BoolVar(&o.skipPreload, "skip-preload", false, "as a negative spec.imagePreloadOption.concurrency: ImagePreload imports nothing")
-	f.StringVarP(&o.output, "output", "o", "text", "text or json")
 	f.BoolVar(&o.pushList, "push-list", false, "print only the images a mirror must hold, one per line (with --image-mirror: each followed by its copy in the mirror)")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: usageExitCode, err: err} })
+	cmd.SetFlagErrorFunc(flagUsageError)
 	cmd.RunE = func(c *cobra.Command, _ []string) error {
 		given := 0
 		for _, s := range []string{o.version, o.iso, o.repoURL} {
@@ -99,30 +94,27 @@ Exit codes:
 		if given != 1 {
 			return usageError("give exactly one of --version, --iso and --repo-url")
 		}
-		if o.output != "text" && o.output != "json" {
-			return usageError("-o %q: use text or json", o.output)
+		var err error
+		if o.printer, err = output.printer(); err != nil {
+			return err
 		}
-		return runImages(c.Context(), o, clusterReader(), c.OutOrStdout())
+		if err := kube.check(c); err != nil {
+			return err
+		}
+		return runImages(c.Context(), o, clusterReader(kube), c.OutOrStdout())
 	}
 	return cmd
 }
 
-// clusterReader connects to the cluster of --kubeconfig when asked: the
-// command needs one for --version, and reads the running version and the
-// containerd-registry setting from it when it can.
-func clusterReader() func() (client.Reader, error) {
+// clusterReader connects to the cluster of --kubeconfig and --context when
+// asked: the command needs one for --version, and reads the running version
+// and the containerd-registry setting from it when it can.
+func clusterReader(kube *clusterFlags) func() (client.Reader, error) {
 	var once sync.Once
 	var c client.Reader
 	var err error
 	return func() (client.Reader, error) {
-		once.Do(func() {
-			cfg, e := ctrl.GetConfig()
-			if e != nil {
-				err = fmt.Errorf("reaching the Kubernetes API: %w", e)
-				return
-			}
-			c, err = client.New(cfg, client.Options{Scheme: cluster.Scheme()})
-		})
+		once.Do(func() { c, err = kube.client() })
 		return c, err
 	}
 }
@@ -180,14 +172,12 @@ func runImages(ctx context.Context, o imagesOptions, reach func() (client.Reader
 				return err
 			}
 		}
-	case o.output == "json":
+	case o.printer != nil:
 		out := imagesJSON{Report: rep, Source: source}
 		for _, v := range checks {
 			out.Checks = append(out.Checks, checkJSON{Verdict: verdictWords[v.Result], Message: v.Message})
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(out)
+		err = printData(w, o.printer, out, nil)
 	default:
 		err = writeImagesText(w, rep, source, checks)
 	}
@@ -196,7 +186,7 @@ func runImages(ctx context.Context, o imagesOptions, reach func() (client.Reader
 	}
 	for _, v := range checks {
 		if v.Result == v1beta1.CheckFailed {
-			return &exitError{code: imagesMissingExitCode, err: errors.New("an image of the upgrade is on no node and nothing pulls it: a plan would refuse to start (see the checks)")}
+			return &exitError{code: exitCheckFailed, err: errors.New("an image of the upgrade is on no node and nothing pulls it: a plan would refuse to start (see the checks)")}
 		}
 	}
 	return nil

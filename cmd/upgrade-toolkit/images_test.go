@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -43,31 +43,8 @@ func demoISO(t *testing.T, tree fs.FS) string {
 // returns its output and exit code.
 func runImagesCommand(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	root := newRootCommand()
-	var buf bytes.Buffer
-	root.SetOut(&buf)
-	root.SetErr(&buf)
-	root.SetArgs(append([]string{"images"}, args...))
-	err := root.ExecuteContext(t.Context())
-	return buf.String() + errString(err), exitCode(err)
-}
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
-func exitCode(err error) int {
-	var ee *exitError
-	switch {
-	case errors.As(err, &ee):
-		return ee.code
-	case err != nil:
-		return 1
-	}
-	return 0
+	code, out := runCLI(t, append([]string{"images"}, args...)...)
+	return out, code
 }
 
 const (
@@ -179,7 +156,7 @@ func TestImagesCommandFromAVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	o := imagesOptions{version: "v1.8.0", repository: "rancher/harvester-upgrade-toolkit", output: "text", mirror: mirror, pushList: true}
+	o := imagesOptions{version: "v1.8.0", repository: "rancher/harvester-upgrade-toolkit", mirror: mirror, pushList: true}
 	if err := runImages(t.Context(), o, reach, &out); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
@@ -190,7 +167,7 @@ func TestImagesCommandFromAVersion(t *testing.T) {
 	}
 
 	out.Reset()
-	o.pushList, o.output = false, "json"
+	o.pushList, o.printer = false, &printers.JSONPrinter{}
 	if err := runImages(t.Context(), o, reach, &out); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
@@ -224,8 +201,8 @@ func TestImagesCommandRefusesAMissingImage(t *testing.T) {
 	iso := demoISO(t, tree)
 
 	out, code := runImagesCommand(t, "--iso", iso, "--from", "v1.7.1")
-	if code != imagesMissingExitCode {
-		t.Errorf("exit code %d, want %d", code, imagesMissingExitCode)
+	if code != exitCheckFailed {
+		t.Errorf("exit code %d, want %d", code, exitCheckFailed)
 	}
 	for _, want := range []string{
 		"FAIL  image " + toolkitRunning + " (repo, image-preload) is not on the nodes",
@@ -239,7 +216,7 @@ func TestImagesCommandRefusesAMissingImage(t *testing.T) {
 	if out, code := runImagesCommand(t, "--iso", iso, "--from", "v1.7.1", "--image-mirror", "registry.example.test:5000"); code != 0 {
 		t.Errorf("with a mirror: exit code %d:\n%s", code, out)
 	}
-	for _, args := range [][]string{{"--iso", iso, "--version", "v1.8.0"}, {"--iso", iso, "-o", "yaml"}, {"--iso", iso, "--image-mirror", "https://r.example.test"}} {
+	for _, args := range [][]string{{"--iso", iso, "--version", "v1.8.0"}, {"--iso", iso, "-o", "table"}, {"--iso", iso, "--image-mirror", "https://r.example.test"}} {
 		if out, code := runImagesCommand(t, args...); code != usageExitCode {
 			t.Errorf("%v: exit code %d, want %d:\n%s", args, code, usageExitCode, out)
 		}

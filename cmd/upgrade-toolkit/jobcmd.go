@@ -10,18 +10,13 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/helper"
 	"github.com/harvester/upgrade-toolkit/internal/jobspec"
 	"github.com/harvester/upgrade-toolkit/internal/release"
 )
-
-// usageExitCode is the exit code of a command line the command cannot run.
-const usageExitCode = jobspec.ExitUsage
 
 // exitCodeHelp documents the exit codes that errs can end a command with.
 func exitCodeHelp(errs ...error) string {
@@ -49,25 +44,19 @@ const terminationLogLimit = 4096
 // jobCommand sets up a job command: logs for `kubectl logs`, usage errors
 // with their own exit code, and a failure that ends up in the exit code and
 // in the pod's termination message, where `kubectl describe` shows it.
-func jobCommand(cmd *cobra.Command, run func(ctx context.Context, args []string) error) *cobra.Command {
+func jobCommand(cmd *cobra.Command, run func(ctx context.Context, kube *clusterFlags, args []string) error) *cobra.Command {
 	var terminationLog string
+	kube := addClusterFlags(cmd, false)
 	cmd.PersistentFlags().StringVar(&terminationLog, "termination-log", "/dev/termination-log",
 		"file the failure message is written to, when it exists (Kubernetes shows it as the container's termination message)")
-	args := cmd.Args
-	cmd.Args = func(c *cobra.Command, a []string) error {
-		if args == nil {
-			return nil
-		}
-		if err := args(c, a); err != nil {
-			return &exitError{code: usageExitCode, err: err}
-		}
-		return nil
+	if cmd.Args != nil {
+		cmd.Args = usageArgs(cmd.Args)
 	}
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: usageExitCode, err: err} })
+	cmd.SetFlagErrorFunc(flagUsageError)
 	cmd.RunE = func(c *cobra.Command, a []string) error {
 		ctrl.SetLogger(zap.New(zap.ConsoleEncoder(), zap.StacktraceLevel(zapcore.DPanicLevel)))
 		ctx := log.IntoContext(c.Context(), ctrl.Log.WithName(c.Name()))
-		err := run(ctx, a)
+		err := run(ctx, kube, a)
 		if err == nil {
 			return nil
 		}
@@ -76,10 +65,9 @@ func jobCommand(cmd *cobra.Command, run func(ctx context.Context, args []string)
 		if errors.As(err, &ee) {
 			return err
 		}
-		if code := jobspec.ExitCodeOf(err); code != jobspec.ExitFailure {
-			return &exitError{code: code, err: err}
-		}
-		return err
+		// The job's own codes (its pod failure policy reads them), not
+		// those of the commands people run.
+		return &exitError{code: jobspec.ExitCodeOf(err), err: err}
 	}
 	return cmd
 }
@@ -103,17 +91,6 @@ func writeTerminationLog(file, msg string) {
 	}
 	_, _ = f.WriteString(msg)
 	_ = f.Close()
-}
-
-// newClient returns a client that reads from the API server directly: the
-// jobs act on what other components just wrote, which a cache might not
-// have yet.
-func newClient() (client.Client, error) {
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		return nil, fmt.Errorf("reaching the Kubernetes API: %w", err)
-	}
-	return client.New(cfg, client.Options{Scheme: cluster.Scheme()})
 }
 
 // requireEnv returns an environment variable, or an error that names it.

@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -42,8 +41,6 @@ components and then every node, one at a time, without losing a VM.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	// controller-runtime registers --kubeconfig on the standard flag set.
-	root.PersistentFlags().AddGoFlagSet(flag.CommandLine)
 	for _, newCmd := range subcommands {
 		root.AddCommand(newCmd())
 	}
@@ -71,17 +68,14 @@ func pluginArgs(argv []string) []string {
 	return argv[1:]
 }
 
-// reportExit prints err, if any, and returns the exit code it stands for.
+// reportExit prints err, if any, and returns the exit code it stands for
+// (exitCodes).
 func reportExit(w io.Writer, err error) int {
 	if err == nil {
 		return 0
 	}
 	_, _ = fmt.Fprintln(w, "error:", err)
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	return 1
+	return exitCodeOf(err)
 }
 
 // goFlagSet returns an empty standard flag set for libraries that bind there.

@@ -23,6 +23,7 @@ func newManagerCommand() *cobra.Command {
 	phaseCfg.Version = version.Version
 	opts.Phase = &phaseCfg
 	zapOpts := zap.Options{}
+	var kube *clusterFlags
 	cmd := &cobra.Command{
 		Use:   "manager",
 		Short: "Run the controller manager that drives UpgradePlans",
@@ -32,7 +33,7 @@ func newManagerCommand() *cobra.Command {
 			// As in kubebuilder projects: `ENABLE_WEBHOOKS=false make run`.
 			opts.Webhook.Enabled = os.Getenv("ENABLE_WEBHOOKS") != "false"
 			ctrl.Log.Info("starting", "version", version.String())
-			cfg, err := ctrl.GetConfig()
+			cfg, err := kube.config()
 			if err != nil {
 				return err
 			}
@@ -44,6 +45,8 @@ func newManagerCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&opts.Namespace, "namespace", namespaceOf(), "namespace the manager runs in ($POD_NAMESPACE when set); holds the webhook certificate Secret and the leader election Lease")
+	kube = addClusterFlags(cmd, false)
 	f.StringVar(&opts.MetricsAddr, "metrics-bind-address", "0", "address the metrics endpoint listens on, e.g. :8443; 0 disables it")
 	f.BoolVar(&opts.MetricsSecure, "metrics-secure", true,
 		"serve metrics over HTTPS to scrapers the API server authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone")
@@ -55,11 +58,6 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&opts.Lease.RenewDeadline, "leader-elect-renew-deadline", 0,
 		"how long the leader retries renewing its lease before it gives up leading and exits (0: 10s); less than the lease duration")
 	f.DurationVar(&opts.Lease.RetryPeriod, "leader-elect-retry-period", 0, "how often replicas try to acquire or renew the lease (0: 2s)")
-	namespace := os.Getenv("POD_NAMESPACE")
-	if namespace == "" {
-		namespace = cluster.HarvesterNamespace
-	}
-	f.StringVar(&opts.Namespace, "namespace", namespace, "namespace the manager runs in ($POD_NAMESPACE when set); holds the webhook certificate Secret and the leader election Lease")
 	f.IntVar(&opts.Webhook.Port, "webhook-port", 9443, "port the admission webhook server listens on")
 	f.StringVar(&opts.Webhook.CertDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"),
 		"directory the manager writes the webhook's serving certificate to")
@@ -94,6 +92,10 @@ func newManagerCommand() *cobra.Command {
 	f.AddGoFlagSet(zapFlags)
 	return cmd
 }
+
+// namespaceOf is the namespace the manager runs in: $POD_NAMESPACE, else
+// harvester-system.
+func namespaceOf() string { return envOr("POD_NAMESPACE", cluster.HarvesterNamespace) }
 
 // envOr returns the environment variable's value, or def when it is unset.
 func envOr(name, def string) string {

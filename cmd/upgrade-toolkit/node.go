@@ -86,12 +86,12 @@ images. An image still in use is kept and logged.`,
 			Long:  t.long + "\n" + nodeEnvHelp + exitCodeHelp(t.errs...),
 			Args:  cobra.NoArgs,
 		}
-		cmd.AddCommand(jobCommand(sub, func(ctx context.Context, _ []string) error {
+		cmd.AddCommand(jobCommand(sub, func(ctx context.Context, kube *clusterFlags, _ []string) error {
 			j := &nodejob.Job{Host: host.NewChroot(hostRoot), RepoURL: repoURL}
 			if err := j.FromEnv(os.Getenv); err != nil {
 				return usageError("%v", err)
 			}
-			c, err := newClient()
+			c, err := kube.client()
 			if err != nil {
 				return err
 			}

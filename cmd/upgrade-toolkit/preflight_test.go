@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/utils/ptr"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -36,7 +37,7 @@ func TestPreflightCommand(t *testing.T) {
 		{"json", []string{"--version", "v1.8.0", "-o", "json"}, 7, `"wouldRun": false`},
 		{"no target", nil, 2, "give exactly one of --version and --image"},
 		{"both targets", []string{"--version", "v1.8.0", "--image", "iso"}, 2, "give exactly one of --version and --image"},
-		{"bad output", []string{"--version", "v1.8.0", "-o", "yaml"}, 2, `-o "yaml": use text or json`},
+		{"bad output", []string{"--version", "v1.8.0", "-o", "table"}, 2, `-o "table": use one of text, json, yaml, go-template`},
 		{"bad flag", []string{"--target", "v1.8.0"}, 2, "unknown flag"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,9 +69,9 @@ func TestPreflightCommand(t *testing.T) {
 	counter := apicount.New()
 	plan := &v1beta1.UpgradePlan{Spec: v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), RestoreVM: ptr.To(true)}}
 	var out bytes.Buffer
-	err = runPreflight(t.Context(), counter.Wrap(env.Config), plan, "json", &out)
-	if ee := (*exitError)(nil); !errors.As(err, &ee) || ee.code != preflightFailedExitCode {
-		t.Errorf("runPreflight: %v, want exit code %d", err, preflightFailedExitCode)
+	err = runPreflight(t.Context(), counter.Wrap(env.Config), plan, &printers.JSONPrinter{}, &out)
+	if ee := (*exitError)(nil); !errors.As(err, &ee) || ee.code != exitCheckFailed {
+		t.Errorf("runPreflight: %v, want exit code %d", err, exitCheckFailed)
 	}
 	var rep preview.Report
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.WouldRun || len(rep.Checks) == 0 {

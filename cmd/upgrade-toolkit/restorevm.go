@@ -36,11 +36,11 @@ the plan says spec.restoreVM: true.` + exitCodeHelp(waitfor.ErrTimeout, helper.E
 	f.StringVar(&node, jobspec.FlagNode, "", "the node whose VMs to start")
 	f.StringVar(&planName, jobspec.FlagUpgrade, "", "the UpgradePlan that shut them down")
 	f.DurationVar(&kubevirtTimeout, "kubevirt-timeout", helper.DefaultKubeVirtTimeout, "how long to wait for KubeVirt to be healthy")
-	return jobCommand(cmd, func(ctx context.Context, _ []string) error {
+	return jobCommand(cmd, func(ctx context.Context, kube *clusterFlags, _ []string) error {
 		if node == "" || planName == "" {
 			return usageError("--%s and --%s are required", jobspec.FlagNode, jobspec.FlagUpgrade)
 		}
-		c, err := newClient()
+		c, err := kube.client()
 		if err != nil {
 			return err
 		}

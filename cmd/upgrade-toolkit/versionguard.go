@@ -32,8 +32,8 @@ same check.` + exitCodeHelp(eligibilityErrors...),
 		Example: "  upgrade-toolkit version-guard hvst-upgrade-abcde",
 		Args:    cobra.ExactArgs(1),
 	}
-	return jobCommand(cmd, func(ctx context.Context, args []string) error {
-		c, err := newClient()
+	return jobCommand(cmd, func(ctx context.Context, kube *clusterFlags, args []string) error {
+		c, err := kube.client()
 		if err != nil {
 			return err
 		}

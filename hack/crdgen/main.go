@@ -1,5 +1,6 @@
 // Command crdgen writes the real CustomResourceDefinitions of the foreign
-// kinds the toolkit works with, at the versions Harvester v1.6.0 ships, into
+// kinds the toolkit works with (and Prometheus Operator's, which its chart
+// creates), at the versions Harvester v1.6.0 ships, into
 // one directory, one file per CRD: the tests, the demo and the benchmarks
 // install them into their API server (internal/testenv).
 //
@@ -46,6 +47,9 @@ const (
 	// Rancher's CRDs are generated from the types of this module (see
 	// rancher.go, which imports it at this version through go.mod).
 	rancherAPIsModule = "github.com/rancher/rancher/pkg/apis@v0.0.0-20240919204204-3da2ae0cabd1"
+	// Prometheus Operator's, which the chart's ServiceMonitor and
+	// PrometheusRule are applied against (test/packaging).
+	prometheusOperatorModule = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
 )
 
 // yamlSource is a YAML file of a module and the CRDs to take from it.
@@ -75,6 +79,8 @@ var yamlSources = []yamlSource{
 	{module: fleetModule, path: "charts/fleet-crd/templates/crds.yaml", crds: []string{"bundles.fleet.cattle.io", "clusters.fleet.cattle.io"}},
 	{module: helmControllerModule, path: "pkg/crds/yaml/generated/helm.cattle.io_helmchartconfigs.yaml", crds: []string{"helmchartconfigs.helm.cattle.io"}},
 	{module: sucModule, path: "pkg/crds/yaml/generated/upgrade.cattle.io_plans.yaml", crds: []string{"plans.upgrade.cattle.io"}},
+	{module: prometheusOperatorModule, path: "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml", crds: []string{"servicemonitors.monitoring.coreos.com"}},
+	{module: prometheusOperatorModule, path: "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml", crds: []string{"prometheusrules.monitoring.coreos.com"}},
 }
 
 func main() {

@@ -101,6 +101,9 @@ func (r *PlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res c
 	// works on s.Plan), and a plan holds an entry per node.
 	plan := &v1beta1.UpgradePlan{}
 	if err := r.Client.Get(ctx, req.NamespacedName, plan, client.UnsafeDisableDeepCopy); err != nil {
+		if apierrors.IsNotFound(err) {
+			metrics.Forget(req.Name) // the plan is gone: so are its series
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	plan = r.Plans.Latest(plan)
@@ -352,7 +355,7 @@ func (p *pass) fail(res phase.Result) {
 	if !res.Final && p.r.Config.RetryWindow > 0 {
 		until := metav1.NewTime(s.Now().Add(p.r.Config.RetryWindow))
 		f.RetryDeadline = &until
-		msg += "; " + phase.RetryHint(s.Plan.Name, until.Time)
+		msg += "; " + status.RetryHint(s.Plan.Name, until.Time)
 	}
 	st.Failures = append(st.Failures, f)
 	// A retry is asked for by a value set after the failure.

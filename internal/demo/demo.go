@@ -135,7 +135,7 @@ func writeArchive(ctx context.Context, c client.Client, plan, file string) error
 	if err != nil {
 		return err
 	}
-	if err := upgradelog.Archive(ctx, c, plan, version.String(), time.Now(), f); err != nil {
+	if err := upgradelog.Archive(ctx, c, nil, plan, version.String(), time.Now(), f); err != nil {
 		_ = f.Close()
 		return err
 	}

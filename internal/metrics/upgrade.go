@@ -31,6 +31,9 @@ const (
 	IncompleteLogsName      = "upgrade_toolkit_upgrade_logs_incomplete_total"
 	InsightName             = "upgrade_toolkit_insight"
 	InsightSecondsName      = "upgrade_toolkit_insight_seconds"
+	PlanInfoName            = "upgrade_toolkit_plan_info"
+	PlanPausedName          = "upgrade_toolkit_plan_paused"
+	PlanRetriesName         = "upgrade_toolkit_plan_retries"
 )
 
 // durationBuckets span seconds (a simulated phase) to hours (an ISO
@@ -80,6 +83,17 @@ func Register(reader client.Reader) error {
 		}
 	})
 	return err
+}
+
+// Forget deletes the series Record made for a plan, once the plan is gone:
+// a deleted plan's durations and failures are not reported for ever. (The
+// plans' state is read at each scrape and goes with the plan by itself.)
+func Forget(plan string) {
+	for _, v := range []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{phaseDuration, nodeUpgradeDuration, failures} {
+		v.DeletePartialMatch(prometheus.Labels{"plan": plan})
+	}
 }
 
 // Record observes what the write of a plan's status moved from stored to
@@ -171,6 +185,13 @@ var (
 		[]string{"plan", "type", "level", "impact", "object"}, nil)
 	insightSecondsDesc = prometheus.NewDesc(InsightSecondsName,
 		"Seconds since the toolkit first saw each insight of an UpgradePlan.", []string{"plan", "type", "object"}, nil)
+	planInfoDesc = prometheus.NewDesc(PlanInfoName,
+		"1 for each UpgradePlan whose versions are known: the Harvester version it upgrades from and the one it upgrades to.",
+		[]string{"plan", "from_version", "to_version"}, nil)
+	planPausedDesc = prometheus.NewDesc(PlanPausedName,
+		"1 while an unfinished UpgradePlan is paused (spec.paused), else 0.", []string{"plan"}, nil)
+	planRetriesDesc = prometheus.NewDesc(PlanRetriesName,
+		"How many of an UpgradePlan's failures were retried (status.failures).", []string{"plan"}, nil)
 )
 
 // scrapeTimeout bounds the read of the plans at a scrape.
@@ -196,7 +217,8 @@ func (c *Collector) setReader(r client.Reader) {
 
 // Describe sends the descriptions of the metrics.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{planPhaseDesc, planNodesDesc, sinceProgressDesc, nodeStateSecondsDesc, insightDesc, insightSecondsDesc} {
+	for _, d := range []*prometheus.Desc{planPhaseDesc, planNodesDesc, sinceProgressDesc, nodeStateSecondsDesc, insightDesc, insightSecondsDesc,
+		planInfoDesc, planPausedDesc, planRetriesDesc} {
 		ch <- d
 	}
 }
@@ -233,9 +255,26 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(insightDesc, prometheus.GaugeValue, 1, p.Name, in.Type, string(in.Level), string(in.Impact), object)
 			ch <- prometheus.MustNewConstMetric(insightSecondsDesc, prometheus.GaugeValue, now.Sub(in.Since.Time).Seconds(), p.Name, in.Type, object)
 		}
+		if from, to := planVersions(&p); from != "" && to != "" {
+			ch <- prometheus.MustNewConstMetric(planInfoDesc, prometheus.GaugeValue, 1, p.Name, from, to)
+		}
+		retried := 0
+		for _, f := range p.Status.Failures {
+			if f.RetriedAt != nil {
+				retried++
+			}
+		}
+		if retried > 0 {
+			ch <- prometheus.MustNewConstMetric(planRetriesDesc, prometheus.GaugeValue, float64(retried), p.Name)
+		}
 		if p.IsFinished() || !p.IsStarted() {
 			continue
 		}
+		paused := 0.0
+		if p.IsPaused() {
+			paused = 1
+		}
+		ch <- prometheus.MustNewConstMetric(planPausedDesc, prometheus.GaugeValue, paused, p.Name)
 		last := time.Time{}
 		if h := p.Status.PhaseTransitionTimestamps; len(h) > 0 {
 			last = h[len(h)-1].PhaseTransitionTimestamp.Time
@@ -256,6 +295,18 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// planVersions are the Harvester versions a plan upgrades from and to, ""
+// while not known yet.
+func planVersions(p *v1beta1.UpgradePlan) (from, to string) {
+	if v := p.Status.PreviousVersion; v != nil {
+		from = *v
+	}
+	if rm := p.Status.ReleaseMetadata; rm != nil {
+		to = rm.Harvester
+	}
+	return from, to
+}
+
 // Names are the names of the upgrade's series as queries see them: a
 // histogram as its _bucket, _sum and _count series.
 func Names() []string {
@@ -263,7 +314,8 @@ func Names() []string {
 	for _, h := range []string{PhaseDurationName, NodeUpgradeDurationName} {
 		out = append(out, h+"_bucket", h+"_sum", h+"_count")
 	}
-	return append(out, FailuresName, PlanPhaseName, PlanNodesName, SinceProgressName, NodeStateSecondsName, InsightName, InsightSecondsName)
+	return append(out, FailuresName, PlanPhaseName, PlanNodesName, SinceProgressName, NodeStateSecondsName, InsightName, InsightSecondsName,
+		PlanInfoName, PlanPausedName, PlanRetriesName)
 }
 
 // SetNow sets the clock the plans' state is reported at (tests).

@@ -8,6 +8,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -86,6 +87,12 @@ func TestRecordObservesEachTransitionOnce(t *testing.T) {
 	if n := len(got); n != 10 {
 		t.Errorf("got %d series, want 10: %v", n, got)
 	}
+
+	// Deleted, the plan's series go.
+	metrics.Forget("record-once")
+	if got := gather(t, "record-once"); len(got) != 0 {
+		t.Errorf("series of a deleted plan remain: %v", got)
+	}
 }
 
 // TestCollectorReportsEveryPlan: the state of the plans is read at each
@@ -97,9 +104,15 @@ func TestCollectorReportsEveryPlan(t *testing.T) {
 		"node-1": node(v1beta1.NodeStatePostDrained, 160), "node-2": node(v1beta1.NodeStateWaitingReboot, 200),
 		"node-3": node(v1beta1.NodeStateImagePreloaded, 50),
 	}
+	running.Status.PreviousVersion = ptr.To("v1.7.1")
+	running.Status.ReleaseMetadata = &v1beta1.ReleaseMetadata{Harvester: "v1.8.0"}
+	running.Status.Failures = []v1beta1.Failure{{Phase: v1beta1.PhaseNodeUpgrading, RetriedAt: ptr.To(metav1.NewTime(t0))}, {Phase: v1beta1.PhaseNodeUpgrading}}
+	// Paused, a plan has not moved on purpose: no time since progress.
+	paused := running.DeepCopy()
+	paused.Name, paused.Spec.Paused = "collect-paused", ptr.To(true)
 	failed := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: "collect-failed"}}
 	history(failed, v1beta1.PhaseInitializing, 0, v1beta1.PhaseFailed, 5)
-	c := fake.NewClientBuilder().WithScheme(cluster.Scheme()).WithObjects(running, failed).Build()
+	c := fake.NewClientBuilder().WithScheme(cluster.Scheme()).WithObjects(running, paused, failed).Build()
 	if err := metrics.Register(c); err != nil {
 		t.Fatal(err)
 	}
@@ -115,11 +128,17 @@ func TestCollectorReportsEveryPlan(t *testing.T) {
 		`upgrade_toolkit_node_state_seconds{node="node-2",state="WaitingReboot"}`:  100,
 		`upgrade_toolkit_node_state_seconds{node="node-1",state="PostDrained"}`:    140,
 		`upgrade_toolkit_node_state_seconds{node="node-3",state="ImagePreloaded"}`: 250,
+		`upgrade_toolkit_plan_info{from_version="v1.7.1",to_version="v1.8.0"}`:     1,
+		`upgrade_toolkit_plan_paused{}`:                                            0,
+		`upgrade_toolkit_plan_retries{}`:                                           1,
 	}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], v, got)
 		}
+	}
+	if g := gather(t, "collect-paused"); g[`upgrade_toolkit_plan_paused{}`] != 1 || g[`upgrade_toolkit_plan_seconds_since_progress{}`] != 0 {
+		t.Errorf("a paused plan says it is paused, and nothing of its progress: %v", g)
 	}
 	if g := gather(t, "collect-failed"); len(g) != 1 || g[`upgrade_toolkit_plan_phase{phase="Failed"}`] != 1 {
 		t.Errorf("a failed plan reports only its phase, got %v", g)
@@ -132,6 +151,8 @@ func TestNamesAreWhatTheManagerExports(t *testing.T) {
 	p := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: "names"}}
 	history(p, v1beta1.PhaseNodeUpgrading, 0)
 	p.Status.NodeUpgradeStatuses = map[string]v1beta1.NodeUpgradeStatus{"node-1": node(v1beta1.NodeStatePreDraining, 0)}
+	p.Status.PreviousVersion, p.Status.ReleaseMetadata = ptr.To("v1.7.1"), &v1beta1.ReleaseMetadata{Harvester: "v1.8.0"}
+	p.Status.Failures = []v1beta1.Failure{{Phase: v1beta1.PhaseNodeUpgrading, RetriedAt: ptr.To(metav1.NewTime(time.Now()))}}
 	p.Status.Insights = []v1beta1.Insight{{Type: v1beta1.InsightStalled, Level: v1beta1.InsightInfo, Impact: v1beta1.ImpactUpgradeStalled,
 		Since: metav1.NewTime(time.Now().Add(-time.Minute)), Objects: []string{"Node/node-1"}, Message: "node node-1 has taken 3m"}}
 	if err := metrics.Register(fake.NewClientBuilder().WithScheme(cluster.Scheme()).WithObjects(p).Build()); err != nil {

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -116,12 +115,4 @@ func Resume(ctx context.Context, s *Scope, retry string) error {
 	st.ObservedRetry = retry
 	pipeline.SetPhase(st, f.Phase, now.Time)
 	return nil
-}
-
-// RetryHint is what the failure message of a plan that may be retried adds:
-// how to retry, and until when.
-func RetryHint(plan string, until time.Time) string {
-	return fmt.Sprintf("fix the cause, then retry from the failed step: kubectl annotate upgradeplan %s %s=\"$(date +%%s)\" --overwrite "+
-		"(until %s; then, or when the plan is deleted, everything it changed is cleaned up)",
-		plan, v1beta1.AnnotationRetry, timestamp(until))
 }

@@ -49,6 +49,12 @@ type Status struct {
 	// Insights are the plan's status.insights: what the toolkit sees
 	// wrong now, most severe first.
 	Insights []v1beta1.Insight `json:"insights,omitempty"`
+	// Checks are the plan's status.checks: what it observed before it
+	// called a step done.
+	Checks []v1beta1.Check `json:"checks,omitempty"`
+	// Failures are the plan's status.failures: every failure, oldest
+	// first, and how it was retried.
+	Failures []v1beta1.Failure `json:"failures,omitempty"`
 	// VMs is the plan's VM ledger, nil when it has none.
 	VMs *VMs `json:"vms,omitempty"`
 }
@@ -129,6 +135,11 @@ type Failure struct {
 	Job      string   `json:"job,omitempty"`
 	Node     string   `json:"node,omitempty"`
 	LogLines []string `json:"logLines,omitempty"`
+	// Retry is the command that retries the plan from the failed step,
+	// while a retry can cure the failure and the plan still awaits one.
+	Retry string `json:"retry,omitempty"`
+	// RetryDeadline is until when it can; then the plan is cleaned up.
+	RetryDeadline *metav1.Time `json:"retryDeadline,omitempty"`
 }
 
 // Estimate is the time the plan has left and how it was reckoned.
@@ -173,12 +184,23 @@ func FromPlan(p *v1beta1.UpgradePlan, previous *v1beta1.UpgradePlan, now time.Ti
 	c := p.Condition(v1beta1.ConditionProgressing)
 	switch {
 	case st.CurrentPhase == v1beta1.PhaseFailed && c != nil:
-		s.Failure = failureOf(c.Message, s.Nodes)
+		msg := c.Message
+		last := p.LastFailure()
+		if last != nil && last.RetryDeadline != nil {
+			// The hint the message ends with, shown on its own line.
+			msg = strings.Replace(msg, "; "+RetryHint(p.Name, last.RetryDeadline.Time), "", 1)
+		}
+		s.Failure = failureOf(msg, s.Nodes)
+		if p.AwaitsRetry() {
+			s.Failure.Retry = RetryCommand(p.Name)
+			s.Failure.RetryDeadline = last.RetryDeadline
+		}
 	case st.CurrentPhase == v1beta1.PhaseAborted && c != nil:
 		s.Aborted = c.Message
 	case !p.IsFinished() && c != nil && c.Message != "":
 		s.Waiting = &Waiting{For: firstLine(c.Message), Since: waitingSince(st, c)}
 	}
+	s.Checks, s.Failures = st.Checks, st.Failures
 	if !p.IsFinished() && st.CurrentPhase != "" {
 		s.Estimate = estimate(s, previous, now)
 		s.Stalled = stalled(p, s, previous, now)
@@ -311,6 +333,19 @@ var (
 	logLinesTag = "; last log lines:\n"
 	seeWhole    = "\nsee `kubectl"
 )
+
+// RetryCommand is the command that retries plan from its failed step.
+func RetryCommand(plan string) string {
+	return fmt.Sprintf("kubectl annotate upgradeplan %s %s=\"$(date +%%s)\" --overwrite", plan, v1beta1.AnnotationRetry)
+}
+
+// RetryHint is what the failure message of a plan that may be retried
+// adds: how to retry, and until when.
+func RetryHint(plan string, until time.Time) string {
+	return fmt.Sprintf("fix the cause, then retry from the failed step: %s "+
+		"(until %s; then, or when the plan is deleted, everything it changed is cleaned up)",
+		RetryCommand(plan), until.UTC().Format(time.RFC3339))
+}
 
 // failureOf reads a failure message: the failed Job, its node (the node in
 // a failed state) and the log lines the message quotes.

@@ -98,6 +98,27 @@ func Text(s *Status) string {
 			// The whole log outlives the Job (internal/upgradelog).
 			fmt.Fprintf(&b, "  whole log: upgrade-toolkit logs %s --job %s\n", s.Plan, f.Job)
 		}
+		if f.Retry != "" {
+			fmt.Fprintf(&b, "retry     fix the cause, then: %s\n", f.Retry)
+			fmt.Fprintf(&b, "          until %s; then, or when the plan is deleted, everything it changed is cleaned up\n",
+				f.RetryDeadline.UTC().Format(time.RFC3339))
+		}
+	}
+	if len(s.Failures) > 1 || (len(s.Failures) == 1 && s.Failure == nil) {
+		b.WriteString("failures:\n")
+		for _, f := range s.Failures {
+			retried := "not retried"
+			if f.RetriedAt != nil {
+				retried = "retried at " + f.RetriedAt.UTC().Format(time.TimeOnly)
+			}
+			fmt.Fprintf(&b, "  %s %-22s %s: %s\n", f.FailedAt.UTC().Format(time.TimeOnly), f.Phase, retried, firstLine(f.Message))
+		}
+	}
+	if len(s.Checks) > 0 {
+		b.WriteString("checks:\n")
+		for _, c := range s.Checks {
+			fmt.Fprintln(&b, strings.TrimRight(fmt.Sprintf("  %-8s %-34s %s", c.Result, c.Name, c.Message), " "))
+		}
 	}
 	return strings.TrimRight(b.String(), " \n") + "\n"
 }

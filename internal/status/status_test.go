@@ -235,6 +235,49 @@ func TestViewPlainPrintsWhatChanged(t *testing.T) {
 	}
 }
 
+// TestRetryChecksAndHistory: a failed plan that awaits a retry shows the
+// command that retries it and until when, apart from the failure (not lost
+// at the end of the log lines); the checks and every earlier failure show
+// too, as the plan's status holds them.
+func TestRetryChecksAndHistory(t *testing.T) {
+	const name = "hvst-upgrade-a"
+	deadline := metav1.NewTime(t0.Add(24 * time.Hour))
+	failure := "upgrading node node-2 failed in PostDrainFailed: Job harvester-system/hvst-upgrade-a-post-drain-node-2 failed (PodFailurePolicy: exit code 4); last log lines:\nwaiting for the node's VMs\ngave up after 30m"
+	p := plan(name, v1beta1.PhaseNodeUpgrading, 0, v1beta1.PhaseFailed, 90)
+	p.Finalizers = []string{v1beta1.FinalizerCleanup}
+	withNodes(p, "node-2", v1beta1.NodeStatePostDrainFailed, 89)
+	withCondition(p, v1beta1.ConditionProgressing, metav1.ConditionFalse, 90, failure+"; "+RetryHint(name, deadline.Time))
+	p.Status.Failures = []v1beta1.Failure{
+		{Phase: v1beta1.PhaseISODownloading, Message: "downloading the ISO failed: 404", FailedAt: metav1.NewTime(t0.Add(20 * time.Second)),
+			RetriedAt: ptr.To(metav1.NewTime(t0.Add(40 * time.Second))), Retry: "1"},
+		{Phase: v1beta1.PhaseNodeUpgrading, Message: failure, FailedAt: metav1.NewTime(t0.Add(90 * time.Second)), RetryDeadline: &deadline},
+	}
+	p.Status.Checks = []v1beta1.Check{{Name: "ClusterUpgrade/HarvesterVersion", Result: v1beta1.CheckPassed, Message: "server-version is v1.8.0", LastTransitionTime: metav1.NewTime(t0)}}
+	s := FromPlan(p, nil, t0.Add(time.Hour))
+	if s.Failure == nil || s.Failure.Retry != RetryCommand(name) || !s.Failure.RetryDeadline.Equal(&deadline) {
+		t.Fatalf("failure %+v: want the retry command and its deadline", s.Failure)
+	}
+	if got := strings.Join(s.Failure.LogLines, "|"); got != "waiting for the node's VMs|gave up after 30m" {
+		t.Errorf("the log lines carry the retry hint: %q", got)
+	}
+	text := Text(s)
+	for _, want := range []string{
+		`retry     fix the cause, then: kubectl annotate upgradeplan hvst-upgrade-a management.harvesterhci.io/retry="$(date +%s)" --overwrite`,
+		"          until 2026-11-26T08:00:00Z; then, or when the plan is deleted, everything it changed is cleaned up",
+		"failures:\n  08:00:20 ISODownloading         retried at 08:00:40: downloading the ISO failed: 404\n  08:01:30 NodeUpgrading          not retried: upgrading node node-2 failed",
+		"checks:\n  Passed   ClusterUpgrade/HarvesterVersion    server-version is v1.8.0",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the text does not show %q:\n%s", want, text)
+		}
+	}
+	// Cleaned up (no finalizer): nothing left to retry, no command offered.
+	p.Finalizers = nil
+	if s := FromPlan(p, nil, t0.Add(time.Hour)); s.Failure.Retry != "" || strings.Contains(Text(s), "retry ") {
+		t.Errorf("a plan that can no longer be retried offers a retry:\n%s", Text(s))
+	}
+}
+
 // TestTextVMs: the ledger is shown per node, with the Longhorn replicas
 // being rebuilt there, then per VM something happened to; without a ledger,
 // the replicas still are.

@@ -34,16 +34,19 @@ const Redacted = "REDACTED"
 var ArchiveFiles = []string{
 	"upgradeplan.yaml", "events.yaml", "upgradelog.yaml", "jobs.yaml", "plans.yaml",
 	"nodes.txt", "vm-ledger.txt", "version.yaml", "release-metadata.yaml", "machine-plan-secrets.yaml", "toolkit-version.txt",
+	"nodes.yaml", "vms.yaml", "vmis.yaml", "longhorn-volumes.yaml", "provisioning-cluster.yaml", "machines.yaml", ManagerLogFile,
 }
 
 // Archive writes a support bundle of the plan as a .tar.gz to w: the plan,
 // its events, every captured log, the Jobs and system-upgrade-controller
 // Plans still there, each node's timeline, the Harvester Version, the
 // release metadata, Rancher's machine-plan Secrets with their data redacted
-// (their annotations are the drain-hook handshake) and the toolkit's
-// version. No Secret value is ever written. Missing parts (no UpgradeLog, a
-// Version deleted) are noted in their file, not fatal.
-func Archive(ctx context.Context, c client.Reader, plan, toolkitVersion string, now time.Time, w io.Writer) error {
+// (their annotations are the drain-hook handshake), the toolkit's version,
+// the cluster's objects the upgrade moves (clusterObjects) and the manager's
+// recent log (managerLog; nil when there is none to read). No Secret value
+// is ever written. Missing parts (no UpgradeLog, a Version deleted, a kind
+// the cluster does not serve) are noted in their file, not fatal.
+func Archive(ctx context.Context, c client.Reader, managerLog ManagerLog, plan, toolkitVersion string, now time.Time, w io.Writer) error {
 	p := &v1beta1.UpgradePlan{}
 	if err := c.Get(ctx, client.ObjectKey{Name: plan}, p); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -157,6 +160,27 @@ func Archive(ctx context.Context, c client.Reader, plan, toolkitVersion string, 
 		return err
 	}
 	if err := write("toolkit-version.txt", []byte(toolkitVersion+"\n")); err != nil {
+		return err
+	}
+	for _, o := range clusterObjects {
+		obj, err := readClusterObject(ctx, c, o.gvk, o.namespace, o.name)
+		if err != nil {
+			err = note(o.file, err.Error())
+		} else {
+			err = asYAML(o.file, obj)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if managerLog == nil {
+		err = note(ManagerLogFile, "the manager's log was not read: no manager pod to read (it runs in the process that wrote this bundle)")
+	} else if text, lerr := managerLog(ctx); lerr != nil {
+		err = note(ManagerLogFile, lerr.Error())
+	} else {
+		err = write(ManagerLogFile, text)
+	}
+	if err != nil {
 		return err
 	}
 	if err := tw.Close(); err != nil {

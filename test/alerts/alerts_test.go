@@ -8,14 +8,18 @@ package alerts_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"text/template"
+	"time"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/promql/promqltest"
 	"go.yaml.in/yaml/v3"
@@ -126,5 +130,72 @@ eval instant at 41m $EXPR
 			}
 			promqltest.RunTest(t, series+strings.ReplaceAll(tt.evals, "$EXPR", expr), promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery))
 		})
+	}
+}
+
+// The dashboard's series beside the alerts': plan p1's node counts by
+// state, two finished phases, node upgrade durations and a failure.
+const dashboardSeries = `
+load 1m
+  upgrade_toolkit_plan_nodes{instance="a",plan="p1",state="PostDrained"} 1x90
+  upgrade_toolkit_plan_nodes{instance="a",plan="p1",state="ImagePreloaded"} 2x90
+  upgrade_toolkit_phase_duration_seconds_sum{instance="a",plan="p1",phase="ImagePreload"} 40x90
+  upgrade_toolkit_phase_duration_seconds_count{instance="a",plan="p1",phase="ImagePreload"} 1x90
+  upgrade_toolkit_phase_duration_seconds_sum{instance="a",plan="p1",phase="ClusterUpgrade"} 600x90
+  upgrade_toolkit_phase_duration_seconds_count{instance="a",plan="p1",phase="ClusterUpgrade"} 1x90
+  upgrade_toolkit_node_upgrade_duration_seconds_bucket{instance="a",plan="p1",le="300"} 0x90
+  upgrade_toolkit_node_upgrade_duration_seconds_bucket{instance="a",plan="p1",le="900"} 1x90
+  upgrade_toolkit_node_upgrade_duration_seconds_bucket{instance="a",plan="p1",le="+Inf"} 1x90
+  upgrade_toolkit_failures_total{instance="a",plan="p1",phase="NodeUpgrading",job_type="post-drain"} 0x10 1x80
+`
+
+// TestDashboardQueriesOnRecordedSeries: every panel's query of the chart's
+// Grafana dashboard parses and, with the plan variable set to one plan,
+// returns series from what the manager exports.
+func TestDashboardQueriesOnRecordedSeries(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(chart, "monitoring/dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatalf("the dashboard is no JSON: %v", err)
+	}
+	storage := promqltest.LoadedStorage(t, series+dashboardSeries)
+	engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
+	at := time.Unix(0, 0).Add(45 * time.Minute)
+	queries := 0
+	for _, p := range dash.Panels {
+		for _, target := range p.Targets {
+			queries++
+			// Grafana's multi-value variable becomes a regex of the plans.
+			expr := strings.ReplaceAll(target.Expr, "$plan", "p1")
+			if _, err := parser.NewParser(parser.Options{}).ParseExpr(expr); err != nil {
+				t.Errorf("panel %q: %s does not parse: %v", p.Title, expr, err)
+				continue
+			}
+			q, err := engine.NewInstantQuery(context.Background(), storage, nil, expr, at)
+			if err != nil {
+				t.Errorf("panel %q: %v", p.Title, err)
+				continue
+			}
+			res := q.Exec(context.Background())
+			if res.Err != nil {
+				t.Errorf("panel %q: %s: %v", p.Title, expr, res.Err)
+			} else if v, ok := res.Value.(promql.Vector); !ok || len(v) == 0 {
+				t.Errorf("panel %q: %s returns nothing on the recorded series (%v)", p.Title, expr, res.Value)
+			}
+			q.Close()
+		}
+	}
+	if queries < 5 {
+		t.Errorf("the dashboard has %d queries; want its panels' queries", queries)
 	}
 }

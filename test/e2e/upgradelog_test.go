@@ -446,7 +446,7 @@ func checkJobsCaptured(t *testing.T, ul *v1beta1.UpgradeLog, jobs map[string]boo
 func checkArchive(t *testing.T, ctx context.Context, run *simrun.Run, plan string, ul *v1beta1.UpgradeLog) {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := upgradelog.Archive(ctx, run.Client, plan, "v0.0.0-e2e", time.Now(), &buf); err != nil {
+	if err := upgradelog.Archive(ctx, run.Client, nil, plan, "v0.0.0-e2e", time.Now(), &buf); err != nil {
 		t.Fatal(err)
 	}
 	files := untar(t, buf.Bytes())
@@ -479,6 +479,23 @@ func checkArchive(t *testing.T, ctx context.Context, run *simrun.Run, plan strin
 	}
 	if !strings.Contains(files[plan+"/toolkit-version.txt"], "v0.0.0-e2e") {
 		t.Error("the toolkit's version is not in the archive")
+	}
+	// The cluster's objects the upgrade moves, read whole, and a note for
+	// the manager's log, which runs in this process here.
+	for file, wants := range map[string][]string{
+		"nodes.yaml":                {"kind: Node\n", "name: node-1\n", "name: node-2\n"},
+		"provisioning-cluster.yaml": {"kind: Cluster\n", "name: local\n", "apiVersion: provisioning.cattle.io/v1\n"},
+		"machines.yaml":             {"kind: Machine\n", "apiVersion: cluster.x-k8s.io/v1beta1\n"},
+		"manager.log":               {"# the manager's log was not read"},
+	} {
+		for _, want := range wants {
+			if !strings.Contains(files[plan+"/"+file], want) {
+				t.Errorf("%s lacks %q:\n%.500s", file, want, files[plan+"/"+file])
+			}
+		}
+		if strings.Contains(files[plan+"/"+file], "managedFields") {
+			t.Errorf("%s holds managed fields", file)
+		}
 	}
 	secrets := &corev1.SecretList{}
 	if err := run.Client.List(ctx, secrets); err != nil {

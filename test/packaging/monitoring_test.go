@@ -3,11 +3,13 @@ package packaging_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -19,11 +21,12 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/testenv"
 )
 
-// monitoringGroup is Prometheus Operator's API group, whose CRDs the test
-// API server does not have.
+// monitoringGroup is Prometheus Operator's API group: its CRDs come from
+// its module, as the other upstream CRDs (hack/crdgen).
 const monitoringGroup = "monitoring.coreos.com"
 
-func withoutCRD(u *unstructured.Unstructured) bool {
+// isMonitoring tells an object of Prometheus Operator's kinds.
+func isMonitoring(u *unstructured.Unstructured) bool {
 	return strings.HasPrefix(u.GetAPIVersion(), monitoringGroup+"/")
 }
 
@@ -55,7 +58,7 @@ func TestChartMonitoring(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, u := range decode(t, out) {
-		if withoutCRD(u) || u.GetName() == "upgrade-toolkit-dashboard" {
+		if isMonitoring(u) || u.GetName() == "upgrade-toolkit-dashboard" {
 			t.Errorf("the default values install %s", key(u))
 		}
 	}
@@ -86,8 +89,22 @@ func TestChartMonitoring(t *testing.T) {
 	if len(endpoints) != 1 || !slices.ContainsFunc(ports, func(p any) bool {
 		return p.(map[string]any)["name"] == endpoints[0].(map[string]any)["port"]
 	}) {
-		t.Errorf("the ServiceMonitor's endpoints %v name no port of the Service %v", endpoints, ports)
+		t.Fatalf("the ServiceMonitor's endpoints %v name no port of the Service %v", endpoints, ports)
 	}
+	// The deprecated bearerTokenFile is gone: the token of the chart's
+	// scraper account, from its Secret, which the account may read with.
+	ep := endpoints[0].(map[string]any)
+	secret, _, _ := unstructured.NestedString(ep, "authorization", "credentials", "name")
+	if _, old := ep["bearerTokenFile"]; old || find(objs, "Secret", ns, secret) == nil {
+		t.Errorf("the ServiceMonitor's endpoint authenticates with %v, want authorization from a Secret of the chart", ep)
+	}
+	if binding := find(objs, "ClusterRoleBinding", "", "upgrade-toolkit-metrics-scraper"); binding == nil {
+		t.Error("no ClusterRoleBinding upgrade-toolkit-metrics-scraper: the scraper account cannot read /metrics")
+	} else if role, _, _ := unstructured.NestedString(binding.Object, "roleRef", "name"); role != "upgrade-toolkit-metrics-reader" {
+		t.Errorf("the scraper account is bound to %q, want upgrade-toolkit-metrics-reader", role)
+	}
+	// Against Prometheus Operator's own CRDs, on a real API server.
+	apply(t, objs)
 
 	exported := metrics.Names()
 	checkQuery := func(where, q string) {
@@ -111,9 +128,10 @@ func TestChartMonitoring(t *testing.T) {
 	for _, g := range rf.Groups {
 		for _, r := range g.Rules {
 			alerts = append(alerts, r.Alert)
-			if r.Alert == "" || r.Expr == "" || r.Labels["severity"] == "" || r.Annotations["summary"] == "" {
-				t.Errorf("rule %+v lacks a name, an expression, a severity or a summary", r)
+			if r.Alert == "" || r.Expr == "" || r.For == "" || r.Labels["severity"] == "" || r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
+				t.Errorf("rule %+v lacks a name, an expression, a for:, a severity, a summary or a description", r)
 			}
+			checkRunbook(t, r.Alert, r.Annotations["runbook_url"])
 			checkQuery("alert "+r.Alert, r.Expr)
 			checkLabelValues(t, r.Alert, r.Expr)
 		}
@@ -179,4 +197,45 @@ func checkLabelValues(t *testing.T, alert, expr string) {
 			}
 		}
 	}
+}
+
+// runbookBase is where the alerts' runbook links point: the docs of this
+// repository.
+const runbookBase = "https://github.com/harvester/upgrade-toolkit/blob/main/"
+
+// checkRunbook: the alert's runbook_url names a file of the repository and
+// a heading of it, as GitHub anchors headings.
+func checkRunbook(t *testing.T, alert, url string) {
+	t.Helper()
+	file, anchor, ok := strings.Cut(strings.TrimPrefix(url, runbookBase), "#")
+	if !strings.HasPrefix(url, runbookBase) || !ok {
+		t.Errorf("alert %s: runbook_url %q is no link %s<file>#<heading>", alert, url, runbookBase)
+		return
+	}
+	doc, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), file))
+	if err != nil {
+		t.Errorf("alert %s: runbook %s: %v", alert, file, err)
+		return
+	}
+	for line := range strings.SplitSeq(string(doc), "\n") {
+		if title, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " "); ok && strings.HasPrefix(line, "#") && headingAnchor(title) == anchor {
+			return
+		}
+	}
+	t.Errorf("alert %s: %s has no heading #%s", alert, file, anchor)
+}
+
+// headingAnchor is GitHub's anchor of a heading: lower case, spaces to
+// dashes, punctuation dropped.
+func headingAnchor(title string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(title)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }

@@ -322,9 +322,6 @@ func apply(t *testing.T, objs []*unstructured.Unstructured) {
 		return boolRank(b.GetKind() == "CustomResourceDefinition") - boolRank(a.GetKind() == "CustomResourceDefinition")
 	})
 	for _, u := range crdsFirst {
-		if withoutCRD(u) {
-			continue // checked by TestChartMonitoring
-		}
 		opts := []client.PatchOption{client.FieldOwner("packaging-test"), client.ForceOwnership}
 		if u.GetKind() != "CustomResourceDefinition" {
 			opts = append(opts, client.DryRunAll)
