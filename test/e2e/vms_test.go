@@ -109,7 +109,7 @@ func checkLedgerShown(t *testing.T, ctx context.Context, run *simrun.Run, want s
 		}
 	}
 	var buf bytes.Buffer
-	if err := upgradelog.Archive(ctx, run.Client, plan, "v0.0.0-e2e", time.Now(), &buf); err != nil {
+	if err := upgradelog.Archive(ctx, run.Client, nil, plan, "v0.0.0-e2e", time.Now(), &buf); err != nil {
 		t.Fatal(err)
 	}
 	l, _, err := vmledger.Read(ctx, run.Client, plan)
