@@ -555,6 +555,13 @@ type NodeUpgradeStatus struct {
 	// LastTransitionTime is when the node entered this state.
 	// +optional
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+
+	// UpgradedAt is when the node's upgrade was verified (it entered
+	// PostDrained or SingleNodeUpgraded). It stays while the node's image
+	// cleanup, which begins at once, moves its state on: how long each
+	// node's upgrade took is measured to it.
+	// +optional
+	UpgradedAt *metav1.Time `json:"upgradedAt,omitempty"`
 	// PreviousBootID is the node's boot ID (status.nodeInfo.bootID) when its
 	// OS upgrade began: recorded as the node entered PostDraining or
 	// SingleNodeUpgrading, before the Job that reboots it started. A node

@@ -232,6 +232,10 @@ func (in *NodeUpgradeStatus) DeepCopyInto(out *NodeUpgradeStatus) {
 		in, out := &in.LastTransitionTime, &out.LastTransitionTime
 		*out = (*in).DeepCopy()
 	}
+	if in.UpgradedAt != nil {
+		in, out := &in.UpgradedAt, &out.UpgradedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.HealthGateSince != nil {
 		in, out := &in.HealthGateSince, &out.HealthGateSince
 		*out = (*in).DeepCopy()

@@ -5,6 +5,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
+	"github.com/harvester/upgrade-toolkit/internal/nodestate"
 )
 
 // setNodeState moves a node to a state if the state machine allows it
@@ -24,6 +25,9 @@ func (s *Scope) setNodeState(node string, state v1beta1.NodeUpgradeState, reason
 	if cur.State != state {
 		now := metav1.NewTime(s.Now())
 		next.LastTransitionTime = &now
+		if nodestate.Upgraded(state) && !nodestate.Upgraded(cur.State) {
+			next.UpgradedAt = &now
+		}
 	}
 	s.putNode(node, next)
 	return true

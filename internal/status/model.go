@@ -279,17 +279,31 @@ func inUpgrade(s v1beta1.NodeUpgradeState) bool {
 // Done reports whether a node's entry records the end of its upgrade (see
 // DoneTimes).
 func Done(ns v1beta1.NodeUpgradeStatus) bool {
-	return upgradedStates[ns.State] && ns.LastTransitionTime != nil
+	_, ok := doneAt(ns)
+	return ok
+}
+
+// doneAt is when a node's upgrade ended: its upgradedAt, kept while its
+// image cleanup goes on, or, from a manager that did not record it, the
+// transition into PostDrained or SingleNodeUpgraded while the node is
+// still in it.
+func doneAt(ns v1beta1.NodeUpgradeStatus) (time.Time, bool) {
+	switch {
+	case ns.UpgradedAt != nil:
+		return ns.UpgradedAt.Time, true
+	case upgradedStates[ns.State] && ns.LastTransitionTime != nil:
+		return ns.LastTransitionTime.Time, true
+	}
+	return time.Time{}, false
 }
 
 // DoneTimes are the times the status records for the end of each node's
-// upgrade: the transition into PostDrained or SingleNodeUpgraded, while the
-// node is still in it.
+// upgrade (doneAt).
 func DoneTimes(st *v1beta1.UpgradePlanStatus) map[string]time.Time {
 	done := map[string]time.Time{}
 	for n, ns := range st.NodeUpgradeStatuses {
-		if Done(ns) {
-			done[n] = ns.LastTransitionTime.Time
+		if at, ok := doneAt(ns); ok {
+			done[n] = at
 		}
 	}
 	return done
