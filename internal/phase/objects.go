@@ -96,14 +96,13 @@ func specHash(desired any) (string, error) {
 	return hex.EncodeToString(sum[:8]), nil
 }
 
-// The objects the phases create and keep as the plan wants them (get: an
-// update that conflicts is tried once more from the API server's copy).
+// The objects the phases create and keep as the plan wants them.
 //
 // +kubebuilder:rbac:groups=harvesterhci.io,namespace=harvester-system,resources=virtualmachineimages,verbs=create
 // +kubebuilder:rbac:groups=batch,namespace=harvester-system,resources=jobs,verbs=create
-// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=services,verbs=create;get;patch
-// +kubebuilder:rbac:groups=apps,namespace=harvester-system,resources=deployments,verbs=create;get;patch
-// +kubebuilder:rbac:groups=upgrade.cattle.io,namespace=cattle-system,resources=plans,verbs=create;get;patch
+// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=services,verbs=create;patch
+// +kubebuilder:rbac:groups=apps,namespace=harvester-system,resources=deployments,verbs=create;patch
+// +kubebuilder:rbac:groups=upgrade.cattle.io,namespace=cattle-system,resources=plans,verbs=create;patch
 
 // ensure makes an object the plan owns match what the plan wants. It reads
 // the object into live; if it does not exist it creates want; if the
@@ -126,23 +125,20 @@ func (s *Scope) ensure(ctx context.Context, want, live client.Object, component 
 	if live.GetAnnotations()[specHashAnnotation] == hash {
 		return nil
 	}
-	patch := func() error {
-		before := live.DeepCopyObject().(client.Object)
-		update()
-		live.SetAnnotations(withAnnotation(live.GetAnnotations(), specHashAnnotation, hash))
-		if err := s.own(live, component); err != nil {
-			return err
-		}
-		return s.Client.Patch(ctx, live, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	before := live.DeepCopyObject().(client.Object)
+	update()
+	live.SetAnnotations(withAnnotation(live.GetAnnotations(), specHashAnnotation, hash))
+	if err := s.own(live, component); err != nil {
+		return err
 	}
-	err = patch()
+	after := live.DeepCopyObject().(client.Object)
+	err = s.Client.Patch(ctx, live, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 	if apierrors.IsConflict(err) {
 		// Written since the cache saw it, e.g. system-upgrade-controller
 		// writing its Plan's status while the plan changes the nodes the
-		// Plan takes: once more, from the API server's copy.
-		if err = s.APIReader.Get(ctx, client.ObjectKeyFromObject(live), live); err == nil {
-			err = patch()
-		}
+		// Plan takes: the same change, without the lock (the plan alone
+		// decides these fields).
+		err = s.Client.Patch(ctx, after, client.MergeFrom(before))
 	}
 	if err != nil {
 		return fmt.Errorf("updating %T %s/%s: %w", live, live.GetNamespace(), live.GetName(), err)
