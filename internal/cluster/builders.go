@@ -130,6 +130,15 @@ type SUCPlanSpec struct {
 	Version string
 }
 
+// Hostname is a node's kubernetes.io/hostname label, which node selectors
+// (system-upgrade-controller's Plans among them) match, or its name.
+func Hostname(n *corev1.Node) string {
+	if h := n.Labels[corev1.LabelHostname]; h != "" {
+		return h
+	}
+	return n.Name
+}
+
 func sucNodeSelector(s SUCPlanSpec) *metav1.LabelSelector {
 	sel := &metav1.LabelSelector{MatchLabels: s.NodeSelector}
 	if len(s.SkipHostnames) > 0 {

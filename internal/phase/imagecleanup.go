@@ -122,7 +122,7 @@ func cleanEarly(ctx context.Context, s *Scope, upgraded []corev1.Node) error {
 	var hosts, notBegun []string
 	for i := range upgraded {
 		st := s.nodeState(upgraded[i].Name)
-		host := hostname(&upgraded[i])
+		host := cluster.Hostname(&upgraded[i])
 		hosts = append(hosts, host)
 		if !cleanupEnded(st) {
 			todo = append(todo, upgraded[i])
@@ -210,15 +210,6 @@ func (s *Scope) newRelease() string {
 	return "the new release"
 }
 
-// hostname is a node's kubernetes.io/hostname label, which node selectors
-// match, or its name.
-func hostname(n *corev1.Node) string {
-	if h := n.Labels[corev1.LabelHostname]; h != "" {
-		return h
-	}
-	return n.Name
-}
-
 // withoutExcluded returns the nodes not excluded from the upgrade, and the
 // hostname labels of those that are: they are down, and nothing more is
 // done on them.
@@ -229,7 +220,7 @@ func (s *Scope) withoutExcluded(nodes []corev1.Node) (kept []corev1.Node, exclud
 			kept = append(kept, *n)
 			continue
 		}
-		excluded = append(excluded, hostname(n))
+		excluded = append(excluded, cluster.Hostname(n))
 	}
 	return kept, excluded
 }

@@ -143,7 +143,7 @@ func (s *Sim) reconcilePlan(ctx context.Context, req reconcile.Request) (reconci
 	}
 	plan.Status.Applying = nil
 	for _, n := range selected {
-		plan.Status.Applying = append(plan.Status.Applying, hostname(n))
+		plan.Status.Applying = append(plan.Status.Applying, cluster.Hostname(n))
 	}
 	complete := len(selected) == 0 && plan.Spec.Concurrency > 0
 	if c := common.FindCondition(plan.Status.Conditions, sucCondComplete); c == nil || c.Status != boolString(complete) {
@@ -222,13 +222,6 @@ func equalPlanStatus(a, b *upgradev1.PlanStatus) bool {
 	return true
 }
 
-func hostname(n *corev1.Node) string {
-	if h := n.Labels[labelHostname]; h != "" {
-		return h
-	}
-	return n.Name
-}
-
 // selectNodes is SUC's SelectConcurrentNodes: the nodes the plan applies to
 // now. Nodes still applying stay selected; free slots go to the eligible
 // nodes in an order fixed by the plan's and nodes' UIDs.
@@ -253,7 +246,7 @@ func (s *Sim) selectNodes(ctx context.Context, plan *upgradev1.Plan, done map[st
 		n := &nodes.Items[i]
 		switch {
 		case done[n.Name]:
-		case applying[hostname(n)]:
+		case applying[cluster.Hostname(n)]:
 			selected = append(selected, n)
 		default:
 			candidates = append(candidates, n)
@@ -372,7 +365,7 @@ func (s *Sim) sucJob(plan *upgradev1.Plan, node *corev1.Node) *batchv1.Job {
 					ServiceAccountName: plan.Spec.ServiceAccountName,
 					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 						NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
-							Key: labelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{hostname(node)},
+							Key: labelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{cluster.Hostname(node)},
 						}}}},
 					}}},
 					Tolerations: append([]corev1.Toleration{{
