@@ -96,13 +96,14 @@ func specHash(desired any) (string, error) {
 	return hex.EncodeToString(sum[:8]), nil
 }
 
-// The objects the phases create and keep as the plan wants them.
+// The objects the phases create and keep as the plan wants them (get: an
+// update that conflicts is tried once more from the API server's copy).
 //
 // +kubebuilder:rbac:groups=harvesterhci.io,namespace=harvester-system,resources=virtualmachineimages,verbs=create
 // +kubebuilder:rbac:groups=batch,namespace=harvester-system,resources=jobs,verbs=create
-// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=services,verbs=create;patch
-// +kubebuilder:rbac:groups=apps,namespace=harvester-system,resources=deployments,verbs=create;patch
-// +kubebuilder:rbac:groups=upgrade.cattle.io,namespace=cattle-system,resources=plans,verbs=create;patch
+// +kubebuilder:rbac:groups="",namespace=harvester-system,resources=services,verbs=create;get;patch
+// +kubebuilder:rbac:groups=apps,namespace=harvester-system,resources=deployments,verbs=create;get;patch
+// +kubebuilder:rbac:groups=upgrade.cattle.io,namespace=cattle-system,resources=plans,verbs=create;get;patch
 
 // ensure makes an object the plan owns match what the plan wants. It reads
 // the object into live; if it does not exist it creates want; if the
