@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
@@ -194,14 +195,24 @@ const unschedulableMark = "cannot be scheduled on"
 // not tolerate. A Job whose pod never runs fails only at its deadline; this
 // says why in the meantime, and in the failure.
 func (s *Scope) unscheduled(ctx context.Context, j *batchv1.Job) string {
-	if s.Kube == nil || ptr.Deref(j.Status.Ready, 0) > 0 || j.Status.Succeeded > 0 {
+	if ptr.Deref(j.Status.Ready, 0) > 0 || j.Status.Succeeded > 0 {
 		return ""
 	}
-	pods, err := s.Kube.CoreV1().Pods(j.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: batchv1.JobNameLabel + "=" + j.Name,
-	})
-	if err != nil {
-		return ""
+	// The manager's cache holds the plan's pods that have not ended (their
+	// scheduling condition kept): a look every pass costs no request. A
+	// namespace it does not hold is asked of the API server.
+	var pods corev1.PodList
+	if err := s.Client.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{batchv1.JobNameLabel: j.Name}); err != nil {
+		if s.Kube == nil {
+			return ""
+		}
+		list, err := s.Kube.CoreV1().Pods(j.Namespace).List(ctx, metav1.ListOptions{
+			LabelSelector: batchv1.JobNameLabel + "=" + j.Name,
+		})
+		if err != nil {
+			return ""
+		}
+		pods = *list
 	}
 	for _, p := range pods.Items {
 		if p.Spec.NodeName != "" {
