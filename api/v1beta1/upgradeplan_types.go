@@ -390,6 +390,14 @@ type UpgradePlanStatus struct {
 	Pauses []Pause `json:"pauses,omitempty"`
 }
 
+// The bounds of status.insights that the CRD enforces (its MaxItems markers
+// say the same numbers): a status beyond them is refused whole.
+const (
+	MaxInsights       = 32
+	MaxInsightObjects = 16
+	MaxInsightMessage = 2048
+)
+
 // Pause is one time the plan was paused.
 type Pause struct {
 	// Start is when the controller first saw spec.paused true.
