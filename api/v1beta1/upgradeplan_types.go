@@ -430,6 +430,14 @@ type AcceptedRisk struct {
 	AcceptedAt metav1.Time `json:"acceptedAt"`
 }
 
+// The bounds of status.insights that the CRD enforces (its MaxItems markers
+// say the same numbers): a status beyond them is refused whole.
+const (
+	MaxInsights       = 32
+	MaxInsightObjects = 16
+	MaxInsightMessage = 2048
+)
+
 // Pause is one time the plan was paused.
 type Pause struct {
 	// Start is when the controller first saw spec.paused true.
