@@ -170,6 +170,40 @@ func (t *timeline) tail() time.Duration {
 	return t.succeeded.Sub(t.lastUpgraded)
 }
 
+// steps returns, for each step the plan went through, when the watch saw
+// it enter the step and leave it (for the next step, or Succeeded): the
+// step's time at the precision of the watch, where the status's
+// timestamps have whole seconds.
+func (t *timeline) steps() map[string]span {
+	out := map[string]span{}
+	for i, st := range pipeline.Steps {
+		in, ok := t.entered[st.Name]
+		if !ok {
+			continue
+		}
+		left := t.succeeded
+		for _, next := range pipeline.Steps[i+1:] {
+			if at, ok := t.entered[next.Name]; ok {
+				left = at
+				break
+			}
+		}
+		out[st.Name] = span{in, left}
+	}
+	return out
+}
+
+// phases returns each step's time, as the watch saw it (steps).
+func (t *timeline) phases() map[string]time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]time.Duration{}
+	for name, s := range t.steps() {
+		out[name] = s.end.Sub(s.start)
+	}
+	return out
+}
+
 // floors returns each step's floor: the time, within the step, during
 // which work on its critical path was under way.
 func (t *timeline) floors() map[string]time.Duration {
@@ -180,25 +214,14 @@ func (t *timeline) floors() map[string]time.Duration {
 		work = append(work, *s)
 	}
 	out := map[string]time.Duration{}
-	for i, st := range pipeline.Steps {
-		in, ok := t.entered[st.Name]
-		if !ok {
-			continue
-		}
-		out2 := t.succeeded
-		for _, next := range pipeline.Steps[i+1:] {
-			if at, ok := t.entered[next.Name]; ok {
-				out2 = at
-				break
-			}
-		}
+	for name, in := range t.steps() {
 		var spans []span
 		for _, w := range work {
-			if w.step == st.Name {
+			if w.step == name {
 				spans = append(spans, w.span)
 			}
 		}
-		out[st.Name] = covered(spans, in, out2)
+		out[name] = covered(spans, in.start, in.end)
 	}
 	return out
 }
