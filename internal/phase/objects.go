@@ -9,7 +9,12 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -125,25 +130,51 @@ func (s *Scope) ensure(ctx context.Context, want, live client.Object, component 
 	if live.GetAnnotations()[specHashAnnotation] == hash {
 		return nil
 	}
-	before := live.DeepCopyObject().(client.Object)
-	update()
-	live.SetAnnotations(withAnnotation(live.GetAnnotations(), specHashAnnotation, hash))
-	if err := s.own(live, component); err != nil {
-		return err
+	patch := func() error {
+		before := live.DeepCopyObject().(client.Object)
+		update()
+		live.SetAnnotations(withAnnotation(live.GetAnnotations(), specHashAnnotation, hash))
+		if err := s.own(live, component); err != nil {
+			return err
+		}
+		return s.Client.Patch(ctx, live, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 	}
-	after := live.DeepCopyObject().(client.Object)
-	err = s.Client.Patch(ctx, live, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	err = patch()
 	if apierrors.IsConflict(err) {
 		// Written since the cache saw it, e.g. system-upgrade-controller
 		// writing its Plan's status while the plan changes the nodes the
-		// Plan takes: the same change, without the lock (the plan alone
-		// decides these fields).
-		err = s.Client.Patch(ctx, after, client.MergeFrom(before))
+		// Plan takes: once more, from the API server's copy. (A patch
+		// from the cache's copy without the lock would leave out a field
+		// that copy already had as wanted but the server had not, and the
+		// hash would then say the object is as wanted when it is not.)
+		if err = s.reread(ctx, live); err == nil {
+			err = patch()
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("updating %T %s/%s: %w", live, live.GetNamespace(), live.GetName(), err)
 	}
 	return nil
+}
+
+// reread reads obj again from the API server. It lists the object's kind
+// in its namespace by name: the role lists what the cache watches, and a
+// get would be a permission for this one path.
+func (s *Scope) reread(ctx context.Context, obj client.Object) error {
+	gvk, err := apiutil.GVKForObject(obj, s.Client.Scheme())
+	if err != nil {
+		return err
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := s.APIReader.List(ctx, list, client.InNamespace(obj.GetNamespace()),
+		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", obj.GetName())}); err != nil {
+		return err
+	}
+	if len(list.Items) != 1 {
+		return apierrors.NewNotFound(schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}, obj.GetName())
+	}
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[0].Object, obj)
 }
 
 func withAnnotation(a map[string]string, k, v string) map[string]string {

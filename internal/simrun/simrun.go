@@ -192,9 +192,12 @@ func (r *Run) CreatePlan(ctx context.Context, spec v1beta1.UpgradePlanSpec, anno
 	// tests judge admission on a real API server), and its scenarios build
 	// risky worlds on purpose: by default a plan skips the checks of the
 	// cluster's state as skip-webhook does, and so Initialize's second look.
-	// A scenario that wants the risks judged passes skip-webhook "false".
-	p := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "hvst-upgrade-",
-		Annotations: map[string]string{v1beta1.AnnotationSkipWebhook: "true"}}, Spec: spec}
+	// A scenario that wants the risks judged passes skip-webhook "false";
+	// a dry run reports them, as it would for any user.
+	p := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "hvst-upgrade-", Annotations: map[string]string{}}, Spec: spec}
+	if !p.IsDryRun() {
+		p.Annotations[v1beta1.AnnotationSkipWebhook] = "true"
+	}
 	maps.Copy(p.Annotations, annotations)
 	if err := r.Client.Create(ctx, p); err != nil {
 		return nil, fmt.Errorf("creating the UpgradePlan: %w", err)
