@@ -103,6 +103,9 @@ const (
 	// from an upgraded node failed while other nodes still upgrade; the
 	// phase ImageCleanup fails on it, and a retry runs it again.
 	EventImageCleanupFailed = "ImageCleanupFailed"
+	// EventRiskAccepted: Initialize found a risk the plan accepts by name
+	// (spec.acceptRisks) and went on; status.acceptedRisks records it.
+	EventRiskAccepted       = "RiskAccepted"
 	EventNodeRebootVerified = "NodeRebootVerified"
 	// EventNodeExcluded: a node lost while it waited for its reboot was
 	// excluded from the upgrade (spec.nodeUpgradeOption.excludeNodes).

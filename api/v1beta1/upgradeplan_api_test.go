@@ -301,9 +301,9 @@ func TestCRDDocumentsEverySpecField(t *testing.T) {
 	}
 	walk("spec.nodeUpgradeOption.maintenanceWindows[]", *windows.Items.Schema)
 	// abort (issue 36) is the eleventh, imageCleanupOption (issue 37) the
-	// twelfth.
-	if len(spec.Properties) != 12 {
-		t.Errorf("spec has %d fields, want 12", len(spec.Properties))
+	// twelfth, acceptRisks (issue 38) the thirteenth.
+	if len(spec.Properties) != 13 {
+		t.Errorf("spec has %d fields, want 13", len(spec.Properties))
 	}
 }
 
@@ -342,4 +342,28 @@ func TestUpgradeLogCRD(t *testing.T) {
 	}
 	walk("spec", v.Schema.OpenAPIV3Schema.Properties["spec"])
 	walk("status", v.Schema.OpenAPIV3Schema.Properties["status"])
+}
+
+// TestInsightBoundsMatchTheCRD: the limits Evaluate keeps to are the CRD's,
+// which refuses a whole status beyond them.
+func TestInsightBoundsMatchTheCRD(t *testing.T) {
+	crd := &apiextv1.CustomResourceDefinition{}
+	if err := env.Client.Get(ctx(t), client.ObjectKey{Name: "upgradeplans.management.harvesterhci.io"}, crd); err != nil {
+		t.Fatalf("get CRD: %v", err)
+	}
+	insights := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["status"].Properties["insights"]
+	item := insights.Items.Schema
+	for _, c := range []struct {
+		what string
+		crd  *int64
+		want int
+	}{
+		{"status.insights maxItems", insights.MaxItems, v1beta1.MaxInsights},
+		{"status.insights[].objects maxItems", item.Properties["objects"].MaxItems, v1beta1.MaxInsightObjects},
+		{"status.insights[].message maxLength", item.Properties["message"].MaxLength, v1beta1.MaxInsightMessage},
+	} {
+		if c.crd == nil || *c.crd != int64(c.want) {
+			t.Errorf("%s: the CRD says %v, the Go constant %d", c.what, c.crd, c.want)
+		}
+	}
 }

@@ -50,11 +50,29 @@ type UpgradePlanSpec struct {
 
 	// Force skips the upgrade eligibility check (no downgrade, minimum
 	// upgradable version, prerelease and development version rules), in the
-	// controller and in the node jobs alike. Use with care: an ineligible
-	// upgrade may leave the cluster in an unsupported state.
+	// controller and in the node jobs alike, and nothing else: it accepts
+	// no risk of the cluster's state (see spec.acceptRisks). Use with care:
+	// an ineligible upgrade may leave the cluster in an unsupported state.
 	// +optional
 	// +kubebuilder:default=false
 	Force *bool `json:"force,omitempty"`
+
+	// AcceptRisks names the risks of the cluster's state the operator
+	// accepts, one by one: an Error-level risk that is not named here
+	// refuses the plan at admission, and fails it at Initialize when it
+	// appeared since. Names are those of the risk catalogue
+	// (docs/risks.md; `upgrade-toolkit preflight` lists the risks found),
+	// e.g. NodeCordoned, PodDisruptionBudgetAtLimit, CriticalAlertFiring.
+	// The risks accepted and found are recorded in status.acceptedRisks.
+	// May be changed at any time: Initialize judges the risks again with
+	// the list it reads then.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:Pattern=`^[A-Z][A-Za-z0-9]*$`
+	AcceptRisks []string `json:"acceptRisks,omitempty"`
 
 	// ImagePreloadOption controls how container images of the new release are
 	// preloaded onto the nodes before anything is upgraded.
@@ -412,12 +430,42 @@ type UpgradePlanStatus struct {
 	// +kubebuilder:validation:MaxItems=32
 	Insights []Insight `json:"insights,omitempty"`
 
+	// AcceptedRisks are the risks found at Initialize that the plan
+	// accepted (spec.acceptRisks), with what was found: the record of what
+	// the operator chose to go on with.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	AcceptedRisks []AcceptedRisk `json:"acceptedRisks,omitempty"`
+
 	// Pauses are the times the plan was paused (spec.paused), newest last:
 	// no deadline counts them. An open pause has no end.
 	// +optional
 	// +kubebuilder:validation:MaxItems=16
 	Pauses []Pause `json:"pauses,omitempty"`
 }
+
+// AcceptedRisk is a risk found and accepted by name.
+type AcceptedRisk struct {
+	// Name is the risk's name in the catalogue.
+	Name string `json:"name"`
+	// Level is Error or Warning.
+	// +kubebuilder:validation:Enum=Error;Warning
+	Level string `json:"level"`
+	// Message is what was found: the objects and how they stood.
+	Message string `json:"message"`
+	// AcceptedAt is when Initialize found it and went on.
+	AcceptedAt metav1.Time `json:"acceptedAt"`
+}
+
+// The bounds of status.insights that the CRD enforces (its MaxItems markers
+// say the same numbers): a status beyond them is refused whole.
+const (
+	MaxInsights       = 32
+	MaxInsightObjects = 16
+	MaxInsightMessage = 2048
+)
 
 // Pause is one time the plan was held: paused (status.pauses) or waiting
 // for a maintenance window (status.maintenanceWindowWaits).

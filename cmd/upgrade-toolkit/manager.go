@@ -11,6 +11,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/manager"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
+	"github.com/harvester/upgrade-toolkit/internal/preflight"
 	"github.com/harvester/upgrade-toolkit/internal/version"
 	"github.com/harvester/upgrade-toolkit/internal/webhook"
 )
@@ -24,6 +25,7 @@ func newManagerCommand() *cobra.Command {
 	opts.Phase = &phaseCfg
 	zapOpts := zap.Options{}
 	var kube *clusterFlags
+	var alertmanagerURL string
 	cmd := &cobra.Command{
 		Use:   "manager",
 		Short: "Run the controller manager that drives UpgradePlans",
@@ -32,6 +34,9 @@ func newManagerCommand() *cobra.Command {
 			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 			// As in kubebuilder projects: `ENABLE_WEBHOOKS=false make run`.
 			opts.Webhook.Enabled = os.Getenv("ENABLE_WEBHOOKS") != "false"
+			if alertmanagerURL != "" {
+				opts.Alerts = preflight.Alertmanager{URL: alertmanagerURL}
+			}
 			ctrl.Log.Info("starting", "version", version.String())
 			cfg, err := kube.config()
 			if err != nil {
@@ -85,6 +90,9 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&phaseCfg.RetryWindow, "retry-window", phaseCfg.RetryWindow,
 		"how long a plan that failed for a reason a retry can cure keeps what it made and changed, waiting for its management.harvesterhci.io/retry annotation, "+
 			"before it is cleaned up; 0 cleans up every failed plan at once (no retries)")
+	f.StringVar(&alertmanagerURL, "alertmanager-url", "",
+		"an Alertmanager's base address, e.g. http://rancher-monitoring-alertmanager.cattle-monitoring-system:9093: a critical alert firing "+
+			"is then the risk CriticalAlertFiring, at admission and at Initialize; empty: alerts are not looked at")
 	f.BoolVar(&opts.UpgradeLog.Enabled, "upgrade-log", true,
 		"keep the logs of every pod an upgrade runs in the plan's UpgradeLog (a plan opts out with spec.logEnabled: false); false runs nothing of it")
 	zapFlags := goFlagSet()

@@ -35,6 +35,11 @@ func TestPreflightCommand(t *testing.T) {
 	}{
 		{"missing Version", []string{"--version", "v1.8.0"}, 7, "WOULD NOT RUN"},
 		{"json", []string{"--version", "v1.8.0", "-o", "json"}, 7, `"wouldRun": false`},
+		// No provisioning Cluster here: the risk ClusterNotReady, by name.
+		{"a risk by name", []string{"--version", "v1.8.0", "-o", `jsonpath={.risks[?(@.name=="ClusterNotReady")].level}`}, 7, "Error"},
+		{"a risk accepted", []string{"--version", "v1.8.0", "--accept-risks", "ClusterNotReady,NodeCordoned",
+			"-o", `jsonpath={.risks[?(@.name=="ClusterNotReady")].accepted}`}, 7, "true"},
+		{"risks in text", []string{"--version", "v1.8.0"}, 7, "RISKS (docs/risks.md; accept one by name with spec.acceptRisks)\n  ClusterNotReady (Error): provisioning cluster fleet-local/local not found"},
 		{"no target", nil, 2, "give exactly one of --version and --image"},
 		{"both targets", []string{"--version", "v1.8.0", "--image", "iso"}, 2, "give exactly one of --version and --image"},
 		{"bad output", []string{"--version", "v1.8.0", "-o", "table"}, 2, `-o "table": use one of text, json, yaml, go-template`},
@@ -69,7 +74,7 @@ func TestPreflightCommand(t *testing.T) {
 	counter := apicount.New()
 	plan := &v1beta1.UpgradePlan{Spec: v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), RestoreVM: ptr.To(true)}}
 	var out bytes.Buffer
-	err = runPreflight(t.Context(), counter.Wrap(env.Config), plan, &printers.JSONPrinter{}, &out)
+	err = runPreflight(t.Context(), counter.Wrap(env.Config), plan, nil, &printers.JSONPrinter{}, &out)
 	if ee := (*exitError)(nil); !errors.As(err, &ee) || ee.code != exitCheckFailed {
 		t.Errorf("runPreflight: %v, want exit code %d", err, exitCheckFailed)
 	}

@@ -105,7 +105,7 @@ func UpgradeTolerations() []corev1.Toleration {
 		{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
 		{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
 		{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
-		{Key: "node-role.kubernetes.io/etcd", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+		{Key: TaintEtcd, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
 		{Key: TaintKubeVirtDrain, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
 		{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists},
 	}

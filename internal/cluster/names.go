@@ -14,6 +14,12 @@ const (
 	LonghornNamespace = "longhorn-system"
 	// KubeSystemNamespace holds the descheduler Addon.
 	KubeSystemNamespace = "kube-system"
+	// CAPISystemNamespace runs the Cluster API controllers embedded in
+	// Rancher.
+	CAPISystemNamespace = "cattle-provisioning-capi-system"
+	// NodeLeaseNamespace holds each kubelet's Lease, renewed with its
+	// node's clock.
+	NodeLeaseNamespace = "kube-node-lease"
 )
 
 // Names of well-known objects.
@@ -23,6 +29,9 @@ const (
 	// AnnotationCAPIPaused on a Cluster API object pauses its
 	// reconciliation, as spec.paused does on its Cluster.
 	AnnotationCAPIPaused = "cluster.x-k8s.io/paused"
+	// TaintEtcd keeps workloads off a witness node (and is tolerated by the
+	// toolkit's node Jobs).
+	TaintEtcd = "node-role.kubernetes.io/etcd"
 	// ServerVersionSetting is the Harvester Setting that holds the running
 	// Harvester version.
 	ServerVersionSetting = "server-version"

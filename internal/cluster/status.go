@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
@@ -13,13 +14,13 @@ import (
 // HasStatusSubresource reports whether obj's kind takes its status through
 // the status subresource. Some foreign kinds have none (their real CRDs):
 // Harvester's VirtualMachineImage, Version, Setting and backups, KubeVirt's
-// VirtualMachineInstance, Rancher's Setting. Their status is written with
+// VirtualMachineInstance, Rancher's Setting; a Lease has no status at all. Their status is written with
 // the object.
 func HasStatusSubresource(obj client.Object) bool {
 	switch obj.(type) {
 	case *harvesterv1beta1.VirtualMachineImage, *harvesterv1beta1.Version, *harvesterv1beta1.Setting,
 		*harvesterv1beta1.VirtualMachineBackup, *harvesterv1beta1.ScheduleVMBackup,
-		*kubevirtv1.VirtualMachineInstance, *managementv3.Setting:
+		*kubevirtv1.VirtualMachineInstance, *managementv3.Setting, *coordinationv1.Lease:
 		return false
 	}
 	return true

@@ -12,25 +12,17 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/preview"
 )
 
-// What a dry run reads (preview.Gather), straight from the API server.
+// What a dry run reads (preview.Gather), straight from the API server,
+// beside what preflight.GatherAdmissionFacts reads.
 //
-// +kubebuilder:rbac:groups=management.harvesterhci.io,resources=upgradeplans,verbs=list
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=list
-// +kubebuilder:rbac:groups=harvesterhci.io,namespace=harvester-system,resources=versions;virtualmachineimages,verbs=get
 // +kubebuilder:rbac:groups=harvesterhci.io,resources=settings,verbs=get
-// +kubebuilder:rbac:groups=harvesterhci.io,resources=virtualmachinebackups;schedulevmbackups;addons,verbs=list
-// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=list
-// +kubebuilder:rbac:groups=provisioning.cattle.io,namespace=fleet-local,resources=clusters,verbs=get
-// +kubebuilder:rbac:groups=cluster.x-k8s.io,namespace=fleet-local,resources=machines,verbs=list
-// +kubebuilder:rbac:groups=management.cattle.io,namespace=fleet-local,resources=managedcharts,verbs=list
-// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=volumes,verbs=list
 
 // dryRun previews a plan with spec.dryRun: it runs the checks, writes the
 // outcome into status.preview and ends the plan in Previewed. It only reads:
 // no finalizer (nothing to clean up), no slot, no phase of the pipeline.
 func (p *pass) dryRun(ctx context.Context) (ctrl.Result, error) {
 	s := p.s
-	facts, err := preview.Gather(ctx, p.r.APIReader, s.Plan)
+	facts, err := preview.Gather(ctx, p.r.APIReader, s.Plan, p.r.Config.Alerts)
 	if err != nil {
 		p.setDegraded(err, "")
 		return ctrl.Result{}, err

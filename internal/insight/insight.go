@@ -13,8 +13,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/nodestate"
 )
+
+// NodesNamedApart is how many unavailable nodes get an insight each; more
+// are one problem (a partition, a storm of NotReady nodes) and get one
+// insight that names them all, so that the status stays within its bounds
+// (v1beta1.MaxInsights) and a reader sees the problem, not a page of it.
+const NodesNamedApart = 4
 
 // Facts are what one look at the cluster saw.
 type Facts struct {
@@ -124,10 +131,14 @@ func Doc(insightType string) string {
 // first seen from the previous ones, most severe first.
 func Evaluate(f Facts, previous []v1beta1.Insight) []v1beta1.Insight {
 	var out []v1beta1.Insight
-	add := func(t, msg string, objects ...string) {
+	// grouped: one insight of its type stands for many objects, which
+	// come and go while the problem lasts; it is as old as the oldest
+	// insight of its type before.
+	add := func(t, msg string, grouped bool, objects ...string) {
+		objects = objects[:min(len(objects), v1beta1.MaxInsightObjects)]
 		in := v1beta1.Insight{Type: t, Impact: kinds[t].impact, Since: metav1.NewTime(f.Now), Objects: objects, Message: msg, Doc: Doc(t)}
 		for _, p := range previous {
-			if p.Type == t && slices.Equal(p.Objects, objects) {
+			if p.Type == t && (slices.Equal(p.Objects, objects) || grouped && p.Since.Before(&in.Since)) {
 				in.Since = p.Since
 			}
 		}
@@ -138,16 +149,16 @@ func Evaluate(f Facts, previous []v1beta1.Insight) []v1beta1.Insight {
 		objects := append([]string{"Node/" + f.Slot, "Pod/" + b.Pod}, prefixed("PodDisruptionBudget/", b.BudgetNames)...)
 		add(v1beta1.InsightDrainBlockedByPDB, fmt.Sprintf(
 			"drain of node %s blocked: PodDisruptionBudget %s refuses the eviction of pod %s; Rancher retries until its drain timeout. "+
-				"Delete or relax the budget, or move the pod's workload", f.Slot, strings.Join(b.Budgets, ", "), b.Pod), objects...)
+				"Delete or relax the budget, or move the pod's workload", f.Slot, strings.Join(b.Budgets, ", "), b.Pod), false, objects...)
 	}
 	for _, b := range f.Refused {
 		add(v1beta1.InsightDrainRefusedPod, fmt.Sprintf("drain of node %s blocked: Rancher's drain options refuse to delete pod %s: %s; "+
-			"delete the pod, or enable the option in the provisioning cluster's upgradeStrategy drain options", f.Slot, b.Pod, b.Why), "Node/"+f.Slot, "Pod/"+b.Pod)
+			"delete the pod, or enable the option in the provisioning cluster's upgradeStrategy drain options", f.Slot, b.Pod, b.Why), false, "Node/"+f.Slot, "Pod/"+b.Pod)
 	}
 	if f.TaintExpected && !f.SlotTainted {
 		add(v1beta1.InsightDrainTaintRemoved, fmt.Sprintf("node %s is being upgraded but lost its kubevirt.io/drain taint%s: VMs may be scheduled "+
 			"onto it and stopped by its reboot. Find what removes it (a controller or a person) and stop it; the node's pre-drain taints it again on a retry",
-			f.Slot, f.TaintWriter), "Node/"+f.Slot)
+			f.Slot, f.TaintWriter), false, "Node/"+f.Slot)
 	}
 	var down, downObjects []string
 	for _, n := range f.Unavailable {
@@ -157,7 +168,13 @@ func Evaluate(f Facts, previous []v1beta1.Insight) []v1beta1.Insight {
 		}
 	}
 	breaker := nodestate.Breaker(down, f.MaxUnavailable)
+	if len(f.Unavailable) > NodesNamedApart {
+		add(v1beta1.InsightNodeUnavailable, unavailableTogether(f, breaker), true, nodeObjects(f.Unavailable)...)
+	}
 	for _, n := range f.Unavailable {
+		if len(f.Unavailable) > NodesNamedApart {
+			break
+		}
 		var what []string
 		if n.Cordoned {
 			what = append(what, "cordoned"+n.CordonedBy.String())
@@ -172,24 +189,60 @@ func Evaluate(f Facts, previous []v1beta1.Insight) []v1beta1.Insight {
 		}
 		add(v1beta1.InsightNodeUnavailable, fmt.Sprintf("node %s is %s while %s: %s "+
 			"(its volumes' replicas and VMs are at risk); uncordon it (kubectl uncordon %s) or bring it back",
-			n.Node, strings.Join(what, " and "), slotPhrase(f.Slot), holds, n.Node), "Node/"+n.Node)
+			n.Node, strings.Join(what, " and "), slotPhrase(f.Slot), holds, n.Node), false, "Node/"+n.Node)
 	}
 	if breaker != "" {
 		add(v1beta1.InsightCircuitBreakerOpen, "the circuit breaker holds every further drain: "+breaker+
-			"; bring the nodes back, or raise the limit at the risk of the volumes with replicas on them", downObjects...)
+			"; bring the nodes back, or raise the limit at the risk of the volumes with replicas on them", true, downObjects...)
 	}
 	for _, u := range f.V1Upgrades {
 		add(v1beta1.InsightConcurrentV1Upgrade, fmt.Sprintf("Harvester's built-in upgrade %s runs at the same time as this plan: the two upgrade the same "+
 			"nodes and charts. Delete the upgrade (kubectl delete upgrades.harvesterhci.io -n harvester-system %s) or this plan",
-			u, strings.TrimPrefix(u, "harvester-system/")), "Upgrade/"+u)
+			u, strings.TrimPrefix(u, "harvester-system/")), false, "Upgrade/"+u)
 	}
 	if f.ProvisioningPaused != "" {
-		add(v1beta1.InsightProvisioningPaused, fmt.Sprintf("%s is paused: Rancher upgrades no node until it is resumed", f.ProvisioningPaused), f.ProvisioningPaused)
+		add(v1beta1.InsightProvisioningPaused, fmt.Sprintf("%s is paused: Rancher upgrades no node until it is resumed", f.ProvisioningPaused), false, f.ProvisioningPaused)
 	}
 	if s := f.Stall; s != nil {
-		add(v1beta1.InsightStalled, s.Message(), s.Object)
+		add(v1beta1.InsightStalled, s.Message(), false, s.Object)
 	}
 	slices.SortStableFunc(out, func(a, b v1beta1.Insight) int { return rank(b.Level) - rank(a.Level) })
+	return out[:min(len(out), v1beta1.MaxInsights)]
+}
+
+// unavailableTogether is the one insight's message for many unavailable
+// nodes: how many, which (names.List), and what holds.
+func unavailableTogether(f Facts, breaker string) string {
+	var notReady, cordoned []string
+	for _, n := range f.Unavailable {
+		if n.NotReady {
+			notReady = append(notReady, n.Node)
+		}
+		if n.Cordoned {
+			cordoned = append(cordoned, n.Node+n.CordonedBy.String())
+		}
+	}
+	var what []string
+	if len(notReady) > 0 {
+		what = append(what, fmt.Sprintf("%d not Ready (%s)", len(notReady), names.List(notReady)))
+	}
+	if len(cordoned) > 0 {
+		what = append(what, fmt.Sprintf("%d cordoned (%s)", len(cordoned), names.List(cordoned)))
+	}
+	holds := "no other node is drained until they are back"
+	if len(cordoned) == 0 && breaker == "" {
+		holds = fmt.Sprintf("the next node is drained all the same (spec.nodeUpgradeOption.maxUnavailableNodes is %d)", f.MaxUnavailable)
+	}
+	return fmt.Sprintf("%d nodes are unavailable while %s: %s; %s (their volumes' replicas and VMs are at risk). "+
+		"So many at once is one cause: the network, the API server or the nodes' kubelets; uncordon the cordoned ones or bring them back",
+		len(f.Unavailable), slotPhrase(f.Slot), strings.Join(what, "; "), holds)
+}
+
+func nodeObjects(nodes []NodeProblem) []string {
+	out := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, "Node/"+n.Node)
+	}
 	return out
 }
 

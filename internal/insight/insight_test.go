@@ -1,6 +1,7 @@
 package insight
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -120,4 +121,39 @@ func render(ins []v1beta1.Insight) string {
 		b.WriteString(in.Message + "\n")
 	}
 	return b.String()
+}
+
+// TestManyUnavailableNodesStayWithinTheStatusBounds: at 200 nodes a storm
+// of NotReady nodes once gave 33 insights, one of 32 objects, and the API
+// server refused the whole status: the plan could no longer record
+// anything. Many nodes are one insight, within the CRD's bounds.
+func TestManyUnavailableNodesStayWithinTheStatusBounds(t *testing.T) {
+	var down []NodeProblem
+	for i := range 200 {
+		down = append(down, NodeProblem{Node: fmt.Sprintf("node-%03d", i), NotReady: true, Cordoned: i%7 == 0})
+	}
+	before := Evaluate(Facts{Now: t0, Slot: "node-999", MaxUnavailable: 1, Unavailable: down[:10]}, nil)
+	got := Evaluate(Facts{Now: t0.Add(time.Minute), Slot: "node-999", MaxUnavailable: 1, Unavailable: down}, before)
+	if len(got) > v1beta1.MaxInsights {
+		t.Fatalf("%d insights, more than %d", len(got), v1beta1.MaxInsights)
+	}
+	var unavailable int
+	for _, in := range got {
+		if len(in.Objects) > v1beta1.MaxInsightObjects || len(in.Message) > v1beta1.MaxInsightMessage {
+			t.Errorf("%s: %d objects, %d characters: beyond the CRD's bounds", in.Type, len(in.Objects), len(in.Message))
+		}
+		if in.Type != v1beta1.InsightNodeUnavailable {
+			continue
+		}
+		unavailable++
+		if !strings.Contains(in.Message, "200 nodes are unavailable") || !strings.Contains(in.Message, "and 190 more") {
+			t.Errorf("message does not count and name the nodes: %s", in.Message)
+		}
+		if !in.Since.Time.Equal(t0) {
+			t.Errorf("since %s: want %s, when the first of them was seen", in.Since, t0)
+		}
+	}
+	if unavailable != 1 {
+		t.Errorf("%d NodeUnavailable insights; want one for all 200 nodes", unavailable)
+	}
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/metrics"
 	"github.com/harvester/upgrade-toolkit/internal/phase"
 	"github.com/harvester/upgrade-toolkit/internal/planstatus"
+	"github.com/harvester/upgrade-toolkit/internal/preflight"
 	"github.com/harvester/upgrade-toolkit/internal/upgradelog"
 	"github.com/harvester/upgrade-toolkit/internal/webhook"
 )
@@ -78,6 +79,9 @@ type Options struct {
 	// UpgradeLog configures the capture of the upgrade's logs; off (the
 	// zero value) runs nothing of it.
 	UpgradeLog upgradelog.Options
+	// Alerts, when set, gives the alerts firing to the webhook and to
+	// Initialize, for the risk CriticalAlertFiring.
+	Alerts preflight.AlertSource
 }
 
 // LeaseOptions time the leader election: how long a lease lasts without a
@@ -106,6 +110,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		opts.Clock = clock.RealClock{}
 	}
 	opts.Phase.UpgradeLog = opts.UpgradeLog.Enabled
+	opts.Phase.Alerts, opts.Webhook.Alerts = opts.Alerts, opts.Alerts
 	cfg = rest.CopyConfig(cfg)
 	// client-go's default of 5 requests a second (controller-runtime: 20)
 	// would pace a 200-node upgrade; the manager's writes are few and small.

@@ -13,9 +13,9 @@ package nodestate
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/names"
 )
 
 // JobStatus is what is known about one of a node's Jobs.
@@ -159,7 +159,7 @@ func Breaker(down []string, limit int) string {
 		return ""
 	}
 	return fmt.Sprintf("node %s not Ready or unreachable: draining another node would leave %d unavailable, more than "+
-		"spec.nodeUpgradeOption.maxUnavailableNodes (%d); the next node is drained by itself once enough of them are back", strings.Join(down, ", "), len(down)+1, limit)
+		"spec.nodeUpgradeOption.maxUnavailableNodes (%d); the next node is drained by itself once enough of them are back", names.List(down), len(down)+1, limit)
 }
 
 // WindowPrefix begins the message of a node that waits for a maintenance

@@ -35,6 +35,9 @@ type Config struct {
 	Kubelet preflight.Kubelet
 	// DialCerts reads the certificates the API server serves.
 	DialCerts preflight.CertDialer
+	// Alerts, when set, gives the alerts firing, for the risk
+	// CriticalAlertFiring at Initialize.
+	Alerts preflight.AlertSource
 	// MinCertValidity is the certificate validity required when the plan has
 	// no min-certs-expiration-in-day annotation.
 	MinCertValidity time.Duration

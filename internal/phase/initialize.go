@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -35,7 +37,7 @@ func (Initialize) Run(ctx context.Context, s *Scope) (Result, error) {
 		return FailFinal("metadata.name %q %s; create the plan again under such a name", s.Plan.Name, v.Message), nil
 	}
 	for _, step := range []func(context.Context, *Scope) (Result, error){
-		snapshotVersion, recordPreviousVersion, detectSingleNode, checkDiskSpace, checkCerts, recordVMs,
+		snapshotVersion, recordPreviousVersion, detectSingleNode, checkRisks, checkDiskSpace, checkCerts, recordVMs,
 	} {
 		if r, err := step(ctx, s); err != nil || !r.Done {
 			return r, err
@@ -135,8 +137,8 @@ func checkDiskSpace(ctx context.Context, s *Scope) (Result, error) {
 		}
 		disks = append(disks, d)
 	}
-	if failed := failures(preflight.DiskSpace(disks, preflight.NewImagesSize)); len(failed) > 0 {
-		return FailFinal("pre-flight check failed: %s", strings.Join(failed, "; ")), nil
+	if r := judgeRisks(s, preflight.DiskSpace(disks, preflight.NewImagesSize)); !r.Done {
+		return r, nil
 	}
 	if len(unreachable) > 0 {
 		return s.boundedWait(s.Config.Deadlines.Kubelet,
@@ -165,7 +167,7 @@ func checkCerts(ctx context.Context, s *Scope) (Result, error) {
 	certs, errs := preflight.GatherServedCerts(ctx, s.Config.DialCerts, addrs)
 	switch v := preflight.CertExpiry(certs, s.Clock.Now(), minValidity); v.Result {
 	case v1beta1.CheckFailed:
-		return FailFinal("pre-flight check failed: %s", v.Message), nil
+		return judgeRisks(s, []preflight.Verdict{v}), nil
 	case v1beta1.CheckPending:
 		return s.boundedWait(s.Config.Deadlines.Kubelet,
 			"retrying the certificate check: "+errors.Join(errs...).Error(),
@@ -174,15 +176,54 @@ func checkCerts(ctx context.Context, s *Scope) (Result, error) {
 	return Done(), nil
 }
 
-// failures are the messages of the verdicts that failed.
-func failures(verdicts []preflight.Verdict) []string {
-	var out []string
+// The risks Initialize judges again (preflight.GatherAdmissionFacts says
+// what it reads).
+
+// checkRisks judges the risks of the cluster's state again, as the webhook
+// did when the plan was created: one that appeared since and that the plan
+// does not accept fails it, naming the risk and how to accept it. Skipped
+// with the webhook (skip-webhook), whose checks it repeats.
+func checkRisks(ctx context.Context, s *Scope) (Result, error) {
+	if preflight.AdmissionChecksSkipped(s.Plan) {
+		return Done(), nil
+	}
+	facts, err := preflight.GatherAdmissionFacts(ctx, s.APIReader, s.Plan, s.Config.Alerts, s.Clock.Now())
+	if err != nil {
+		return Result{}, err
+	}
+	return judgeRisks(s, preflight.Risks(s.Plan, facts)), nil
+}
+
+// judgeRisks fails the plan on the Error-level risks among verdicts that
+// it does not accept, and records those it accepts in status.acceptedRisks.
+func judgeRisks(s *Scope, verdicts []preflight.Verdict) Result {
+	var refused []string
 	for _, v := range verdicts {
-		if v.Result == v1beta1.CheckFailed {
-			out = append(out, v.Message)
+		switch {
+		case v.Result != v1beta1.CheckFailed:
+		case preflight.Accepted(s.Plan, v.Reason):
+			s.acceptRisk(v)
+		default:
+			refused = append(refused, preflight.RiskRefusal(v))
 		}
 	}
-	return out
+	if len(refused) > 0 {
+		return Fail("pre-flight check failed: %s; then retry the plan", strings.Join(refused, "; "))
+	}
+	return Done()
+}
+
+// acceptRisk records a risk found and accepted, once per name: the first
+// finding is the one the operator went on with.
+func (s *Scope) acceptRisk(v preflight.Verdict) {
+	st := &s.Plan.Status
+	if slices.ContainsFunc(st.AcceptedRisks, func(a v1beta1.AcceptedRisk) bool { return a.Name == string(v.Reason) }) {
+		return
+	}
+	st.AcceptedRisks = append(st.AcceptedRisks, v1beta1.AcceptedRisk{
+		Name: string(v.Reason), Level: v.Level(), Message: v.Message, AcceptedAt: metav1.NewTime(s.Now()),
+	})
+	s.Event(corev1.EventTypeWarning, v1beta1.EventRiskAccepted, "%s", preflight.RiskAcceptedMessage(v))
 }
 
 // The ledger's first record: every VM and instance, read from the API
@@ -241,4 +282,15 @@ func createOrReplace(ctx context.Context, s *Scope, cm *corev1.ConfigMap, replac
 	}
 	cm.ResourceVersion = old.ResourceVersion
 	return s.Client.Update(ctx, cm)
+}
+
+// failures are the messages of the verdicts that failed.
+func failures(verdicts []preflight.Verdict) []string {
+	var out []string
+	for _, v := range verdicts {
+		if v.Result == v1beta1.CheckFailed {
+			out = append(out, v.Message)
+		}
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,6 +16,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/plantest"
+	"github.com/harvester/upgrade-toolkit/internal/preflight"
 )
 
 func TestInitializeThenDownloadTheISO(t *testing.T) {
@@ -147,7 +149,9 @@ func TestUserImage(t *testing.T) {
 	// The user's image, which the plan does not own.
 	user := cluster.NewISOImage(cluster.HarvesterNamespace, "harvester-master-amd64", "harvester-master-amd64.iso", "https://x/h.iso", "")
 	h.Must(h.C.Create(h.Ctx(), user))
-	p := h.Plan(v1beta1.UpgradePlanSpec{Image: ptr.To(user.Name)})
+	// Judged for its risks too, which read the image (the harness's partial
+	// cluster's own risks accepted).
+	p := h.Plan(v1beta1.UpgradePlanSpec{Image: ptr.To(user.Name), AcceptRisks: harnessRisks}, v1beta1.AnnotationSkipWebhook, "false")
 	p = h.WaitProgressing(p.Name, "importing the release ISO into VirtualMachineImage harvester-system/harvester-master-amd64")
 	if p.Status.Version != nil || ptr.Deref(p.Status.ISOImageID, "") != user.Name {
 		t.Errorf("version %v, isoImageID %v", p.Status.Version, p.Status.ISOImageID)
@@ -173,4 +177,62 @@ func TestISOImportFailure(t *testing.T) {
 	if c := p.Condition(v1beta1.ConditionProgressing); !strings.Contains(c.Message, "could not be imported") || !strings.Contains(c.Message, "checksum mismatch after 3 retries") {
 		t.Errorf("failure message %q", c.Message)
 	}
+}
+
+// harnessRisks are the risks of the harness's cluster, which has no
+// provisioning Cluster and no Machines.
+var harnessRisks = []string{string(preflight.RiskClusterNotReady), string(preflight.RiskMachineNodeMismatch)}
+
+// TestRisksAtInitialize: a risk that appeared after admission fails the plan
+// at Initialize, naming the risk and how to accept it; accepted by name and
+// retried, the plan goes on, and status.acceptedRisks records what it went on
+// with. The disk-space risk, judged only here, is accepted the same way.
+func TestRisksAtInitialize(t *testing.T) {
+	h := plantest.New(t)
+	h.Cluster(3)
+	h.Cfg.RetryWindow = time.Hour
+	accepted := slices.Clone(harnessRisks)
+	node := &corev1.Node{}
+	h.Must(h.C.Get(h.Ctx(), client.ObjectKey{Name: "node-3"}, node))
+	node.Spec.Unschedulable = true
+	h.Must(h.C.Update(h.Ctx(), node))
+	h.Kubelet.Set("node-2", 100<<30, 80<<30)
+
+	p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), AcceptRisks: accepted}, v1beta1.AnnotationSkipWebhook, "false")
+	p = h.WaitPhase(p.Name, v1beta1.PhaseFailed)
+	c := p.Condition(v1beta1.ConditionProgressing)
+	for _, want := range []string{`risk NodeCordoned: node "node-3" is cordoned`, "spec.acceptRisks: [NodeCordoned]", "retry"} {
+		if c == nil || !strings.Contains(c.Message, want) {
+			t.Errorf("Progressing %+v lacks %q", c, want)
+		}
+	}
+	if f := p.LastFailure(); f == nil || f.RetryDeadline == nil {
+		t.Fatalf("failure %+v: a risk accepted later is cured by a retry", f)
+	}
+
+	// Accepted, the cordoned node lets the plan on to the disk check: the
+	// next risk, accepted in turn.
+	h.Must(h.C.Get(h.Ctx(), client.ObjectKey{Name: p.Name}, p))
+	p.Spec.AcceptRisks = append(p.Spec.AcceptRisks, string(preflight.RiskNodeCordoned))
+	h.Must(h.C.Update(h.Ctx(), p))
+	h.Retry(p.Name, "cordoned")
+	h.WaitProgressing(p.Name, `risk InsufficientDiskSpace: node "node-2" will reach 93.00% of its nodefs`)
+	h.Must(h.C.Get(h.Ctx(), client.ObjectKey{Name: p.Name}, p))
+	p.Spec.AcceptRisks = append(p.Spec.AcceptRisks, string(preflight.RiskInsufficientDiskSpace))
+	h.Must(h.C.Update(h.Ctx(), p))
+	h.Retry(p.Name, "disk")
+	p = h.WaitPhase(p.Name, v1beta1.PhaseISODownloading)
+
+	var got []string
+	for _, a := range p.Status.AcceptedRisks {
+		got = append(got, a.Name)
+		if a.Level != preflight.LevelError || a.Message == "" || a.AcceptedAt.IsZero() {
+			t.Errorf("accepted risk %+v: want its level, what was found and when", a)
+		}
+	}
+	slices.Sort(got)
+	if want := []string{"ClusterNotReady", "InsufficientDiskSpace", "MachineNodeMismatch", "NodeCordoned"}; !slices.Equal(got, want) {
+		t.Errorf("status.acceptedRisks %v, want %v", got, want)
+	}
+	h.WaitEvent(p.Name, `RiskAccepted: risk NodeCordoned accepted (spec.acceptRisks): node "node-3" is cordoned`)
 }

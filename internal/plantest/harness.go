@@ -355,11 +355,18 @@ func (h *Harness) Cluster(n int) []string {
 func (h *Harness) Plan(spec v1beta1.UpgradePlanSpec, annotations ...string) *v1beta1.UpgradePlan {
 	h.T.Helper()
 	p := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "hvst-upgrade-"}, Spec: spec}
-	if len(annotations) > 0 {
-		p.Annotations = map[string]string{}
-		for i := 0; i+1 < len(annotations); i += 2 {
-			p.Annotations[annotations[i]] = annotations[i+1]
-		}
+	// The harness's cluster is partial (no provisioning Cluster, no
+	// Machines) and no webhook admits its plans: by default they skip the
+	// checks of the cluster's state as skip-webhook does, and Initialize's
+	// second look with them. TestRisksAtInitialize and internal/webhook
+	// judge the risks; a test that wants them passes skip-webhook "false".
+	// A dry run reports them, as it would for any user.
+	p.Annotations = map[string]string{}
+	if !p.IsDryRun() {
+		p.Annotations[v1beta1.AnnotationSkipWebhook] = "true"
+	}
+	for i := 0; i+1 < len(annotations); i += 2 {
+		p.Annotations[annotations[i]] = annotations[i+1]
 	}
 	h.Must(h.C.Create(h.Ctx(), p))
 	return p

@@ -2,13 +2,17 @@ package preflight
 
 import (
 	"fmt"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/fleetv1alpha1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
@@ -46,6 +50,22 @@ type AdmissionFacts struct {
 	ManagedCharts []managementv3.ManagedChart
 	// Addons are the Harvester addons of all namespaces.
 	Addons []harvesterv1beta1.Addon
+	// CAPICluster is the CAPI Cluster fleet-local/local, nil when missing.
+	CAPICluster *capiv1beta1.Cluster
+	// Bundles are the Fleet Bundles in fleet-local.
+	Bundles []fleetv1alpha1.Bundle
+	// SystemPods are the pods of SystemNamespaces.
+	SystemPods []corev1.Pod
+	// Budgets are the PodDisruptionBudgets of all namespaces.
+	Budgets []policyv1.PodDisruptionBudget
+	// Leases are the kubelets' Leases in kube-node-lease.
+	Leases []coordinationv1.Lease
+	// Alerts are the alerts firing, when an Alertmanager is configured.
+	Alerts []Alert
+	// AlertsError is why the configured Alertmanager gave no answer.
+	AlertsError error
+	// Now is when the facts were read, by the clock of the one judging.
+	Now time.Time
 }
 
 // AdmissionResult is the verdict on a plan: the verdicts of its checks. The
@@ -95,14 +115,16 @@ func (r AdmissionResult) Warnings() []string {
 // Allowed reports whether the plan may pass.
 func (r AdmissionResult) Allowed() bool { return len(r.Errors()) == 0 }
 
-// judged names the check of r's verdicts, reason, and says that it passed,
-// what it found, when it gave none.
+// judged names the check of r's verdicts that no risk names, reason, and
+// says that it passed, what it found, when it gave none.
 func judged(reason Reason, passes string, r AdmissionResult) AdmissionResult {
 	if len(r.Verdicts) == 0 {
 		return AdmissionResult{Verdicts: []Verdict{Passed(reason, "%s", passes)}}
 	}
 	for i := range r.Verdicts {
-		r.Verdicts[i].Reason = reason
+		if r.Verdicts[i].Reason == "" {
+			r.Verdicts[i].Reason = reason
+		}
 	}
 	return r
 }
@@ -125,6 +147,7 @@ const (
 	ReasonPlanName                 Reason = "PlanName"
 	ReasonAnnotations              Reason = "Annotations"
 	ReasonForce                    Reason = "Force"
+	ReasonAcceptRisks              Reason = "AcceptRisks"
 	ReasonVersionOrImage           Reason = "VersionOrImage"
 	ReasonNoOtherPlan              Reason = "NoOtherPlan"
 	ReasonNodesReady               Reason = "NodesReady"
@@ -138,6 +161,15 @@ const (
 	ReasonManagedChartsReady       Reason = "ManagedChartsReady"
 	ReasonAddonsSettled            Reason = "AddonsSettled"
 	ReasonPauseNodesManaged        Reason = "PauseNodesManaged"
+	ReasonNodeClocks               Reason = "NodeClocks"
+	ReasonCAPIClusterActive        Reason = "CAPIClusterActive"
+	ReasonNoStaleVolumes           Reason = "NoStaleVolumes"
+	ReasonBundlesReady             Reason = "BundlesReady"
+	ReasonSystemPodsRunning        Reason = "SystemPodsRunning"
+	ReasonDrainBudgets             Reason = "DrainBudgets"
+	ReasonNoCriticalAlerts         Reason = "NoCriticalAlerts"
+	ReasonManagedNodes             Reason = "ManagedNodes"
+	ReasonNodesUntainted           Reason = "NodesUntainted"
 	ReasonRetry                    Reason = "Retry"
 	ReasonAbort                    Reason = "Abort"
 	ReasonChangeWhileRunning       Reason = "ChangeWhileRunning"
@@ -153,21 +185,53 @@ type admissionCheck struct {
 }
 
 // admissionChecks run, all of them, on every plan created without
-// skip-webhook.
+// skip-webhook. What they refuse is no risk to accept: a release that does
+// not exist, the one upgrade slot taken, a node list with a typo.
 var admissionChecks = []admissionCheck{
 	{ReasonVersionOrImage, "the release to upgrade to exists", admitVersionOrImage},
 	{ReasonNoOtherPlan, "no other upgrade runs or waits", admitNoOtherPlan},
-	{ReasonNodesReady, "every managed node is Ready and schedulable", admitNodesReady},
-	{ReasonClusterReady, "Rancher's provisioning Cluster is ready", admitClusterReady},
-	{ReasonMachines, "every Machine runs, one for each node", admitMachines},
-	{ReasonLonghornHealthy, "no Longhorn volume is degraded", admitLonghornHealthy},
-	{ReasonSingleReplicaVolumes, "no volume depends on a single replica", admitSingleReplicaVolumes},
-	{ReasonNoBackupRunning, "no VM backup or snapshot is in progress", admitNoBackupRunning},
-	{ReasonBackupSchedulesSuspended, "no VM backup schedule is active", admitBackupSchedulesSuspended},
-	{ReasonVMsMigratable, "every running VM can leave its node", admitVMsMigratable},
-	{ReasonManagedChartsReady, "every ManagedChart is ready", admitManagedChartsReady},
-	{ReasonAddonsSettled, "every addon is settled", admitAddonsSettled},
+	{ReasonManagedNodes, "the cluster has managed nodes", admitManagedNodes},
 	{ReasonPauseNodesManaged, "every node in pauseNodes and excludeNodes is a managed node", admitPauseNodesManaged},
+}
+
+// riskCheck looks for some risks of the catalogue.
+type riskCheck struct {
+	reason Reason
+	// passes says what a cluster without these risks was found to have.
+	passes string
+	find   func(p *v1beta1.UpgradePlan, f *AdmissionFacts) []Verdict
+}
+
+// riskChecks find every risk judged at admission (JudgedAtAdmission).
+var riskChecks = []riskCheck{
+	{ReasonNodesReady, "every managed node is Ready and schedulable", riskNodes},
+	{ReasonNodesUntainted, "no managed node has a taint that keeps workloads off", riskTaints},
+	{ReasonNodeClocks, "every node's clock agrees with the manager's", riskClockSkew},
+	{ReasonClusterReady, "Rancher's provisioning Cluster is ready", riskClusterReady},
+	{ReasonCAPIClusterActive, "the CAPI Cluster is not paused", riskCAPIClusterPaused},
+	{ReasonMachines, "every Machine runs, one for each node", riskMachines},
+	{ReasonLonghornHealthy, "no Longhorn volume is degraded or faulted", riskVolumesHealthy},
+	{ReasonSingleReplicaVolumes, "no volume depends on a single replica", riskSingleReplicaVolumes},
+	{ReasonNoStaleVolumes, "every attached volume is used by a pod", riskStaleVolumes},
+	{ReasonNoBackupRunning, "no VM backup or snapshot is in progress", riskBackups},
+	{ReasonBackupSchedulesSuspended, "no VM backup schedule is active", riskBackupSchedules},
+	{ReasonVMsMigratable, "every running VM can leave its node", riskVMs},
+	{ReasonManagedChartsReady, "every ManagedChart is ready", riskManagedCharts},
+	{ReasonBundlesReady, "every Fleet bundle is ready", riskBundles},
+	{ReasonAddonsSettled, "every addon is settled", riskAddons},
+	{ReasonSystemPodsRunning, "every system pod runs or has completed", riskSystemPods},
+	{ReasonDrainBudgets, "no PodDisruptionBudget blocks a drain now", riskDisruptionBudgets},
+	{ReasonNoCriticalAlerts, "no critical alert fires, or no Alertmanager is configured", riskAlerts},
+}
+
+// Risks are the risks the facts show, each check's in turn, as verdicts
+// named by the risk (Failed for an Error, Warning for a Warning).
+func Risks(p *v1beta1.UpgradePlan, f *AdmissionFacts) []Verdict {
+	var out []Verdict
+	for _, c := range riskChecks {
+		out = append(out, c.find(p, f)...)
+	}
+	return out
 }
 
 // AdmitCreate judges a new plan: its name and annotations, and, unless
@@ -179,11 +243,15 @@ func AdmitCreate(p *v1beta1.UpgradePlan, facts *AdmissionFacts) AdmissionResult 
 	r.add(judged(ReasonForce, "the eligibility check is not skipped", admissionForceWarning(nil, p)))
 	r.add(judged(ReasonAbort, "no abort asked for, or one the plan can honour", admitAbort(nil, p)))
 	r.add(judged(ReasonMaintenanceWindows, "the maintenance windows can be read", admitMaintenanceWindows(nil, p)))
+	r.add(judged(ReasonAcceptRisks, "every accepted risk is one of the catalogue", admitAcceptRisks(nil, p)))
 	if AdmissionChecksSkipped(p) || facts == nil {
 		return r
 	}
 	for _, check := range admissionChecks {
 		r.add(judged(check.reason, check.passes, check.judge(p, facts)))
+	}
+	for _, check := range riskChecks {
+		r.add(judged(check.reason, check.passes, judgeRisks(p, check.find(p, facts))))
 	}
 	return r
 }

@@ -66,24 +66,31 @@ func admitNoOtherPlan(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult
 	return r
 }
 
-// admitNodesReady: every managed node is Ready and schedulable, so that each
-// can be drained and upgraded in turn.
-func admitNodesReady(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
-	managed := admissionManagedNodes(f.Nodes)
-	if len(managed) == 0 {
+// admitManagedNodes: the cluster has managed nodes at all. Not a risk: with
+// none, this is no Harvester cluster to upgrade.
+func admitManagedNodes(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
+	if len(admissionManagedNodes(f.Nodes)) == 0 {
 		return admissionRefuse("no managed nodes found (label %s=true); is this a Harvester cluster?", cluster.LabelManagedNode)
 	}
-	var r AdmissionResult
-	for _, n := range managed {
+	return AdmissionResult{}
+}
+
+// riskNodes: every managed node is Ready and schedulable, so that each can
+// be drained and upgraded in turn.
+func riskNodes(_ *v1beta1.UpgradePlan, f *AdmissionFacts) []Verdict {
+	var out []Verdict
+	for _, n := range admissionManagedNodes(f.Nodes) {
 		if ready := cluster.ReadyCondition(&n); !cluster.NodeReady(&n) {
-			r.add(admissionRefuse("node %q is not Ready%s; wait for it to be Ready or fix it before upgrading", n.Name, admissionNodeReadyDetail(ready)))
+			out = append(out, riskFound(RiskNodeNotReady, []string{"node/" + n.Name},
+				"node %q is not Ready%s; wait for it to be Ready or fix it before upgrading", n.Name, admissionNodeReadyDetail(ready)))
 		}
 		if n.Spec.Unschedulable {
-			r.add(admissionRefuse("node %q is cordoned (unschedulable); uncordon it (kubectl uncordon %[1]s) "+
-				"or take it out of maintenance mode before upgrading", n.Name))
+			out = append(out, riskFound(RiskNodeCordoned, []string{"node/" + n.Name},
+				"node %q is cordoned (unschedulable); uncordon it (kubectl uncordon %[1]s) "+
+					"or take it out of maintenance mode before upgrading", n.Name))
 		}
 	}
-	return r
+	return out
 }
 
 func admissionNodeReadyDetail(c *corev1.NodeCondition) string {
@@ -98,91 +105,106 @@ func admissionNodeReadyDetail(c *corev1.NodeCondition) string {
 	return ""
 }
 
-// admitClusterReady: Rancher's provisioning Cluster, which rolls RKE2 over
+// riskClusterReady: Rancher's provisioning Cluster, which rolls RKE2 over
 // the nodes, exists and is ready.
-func admitClusterReady(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
+func riskClusterReady(_ *v1beta1.UpgradePlan, f *AdmissionFacts) []Verdict {
 	name := cluster.FleetLocalNamespace + "/" + cluster.LocalClusterName
+	objects := []string{"clusters.provisioning.cattle.io/" + name}
 	switch {
 	case f.Cluster == nil:
-		return admissionRefuse("provisioning cluster %s not found; the upgrade rolls the nodes through it, "+
-			"so Rancher must manage this cluster", name)
+		return []Verdict{riskFound(RiskClusterNotReady, objects, "provisioning cluster %s not found; the upgrade rolls the nodes through it, "+
+			"so Rancher must manage this cluster", name)}
 	case !f.Cluster.Status.Ready:
 		detail := ""
 		if c := common.FindCondition(f.Cluster.Status.Conditions, cluster.ConditionReady); c != nil && c.Message != "" {
 			detail = " (" + c.Message + ")"
 		}
-		return admissionRefuse("provisioning cluster %s is not ready%s; wait for Rancher to finish provisioning", name, detail)
+		return []Verdict{riskFound(RiskClusterNotReady, objects, "provisioning cluster %s is not ready%s; wait for Rancher to finish provisioning", name, detail)}
 	}
-	return AdmissionResult{}
+	return nil
 }
 
-// admitMachines: every CAPI Machine runs and Machines and Nodes match one to
+// riskMachines: every CAPI Machine runs and Machines and Nodes match one to
 // one, or Rancher cannot drain and upgrade the nodes in turn.
-func admitMachines(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
-	var r AdmissionResult
+func riskMachines(_ *v1beta1.UpgradePlan, f *AdmissionFacts) []Verdict {
+	var out []Verdict
+	machineObject := func(name string) []string {
+		return []string{"machines.cluster.x-k8s.io/" + cluster.FleetLocalNamespace + "/" + name}
+	}
+	mismatch := func(objects []string, format string, args ...any) {
+		out = append(out, riskFound(RiskMachineNodeMismatch, objects, format, args...))
+	}
 	for _, m := range f.Machines {
 		if m.Status.Phase != cluster.MachinePhaseRunning {
-			r.add(admissionRefuse("machine %s/%s is not running (phase %q); wait for it or repair its node", m.Namespace, m.Name, m.Status.Phase))
+			out = append(out, riskFound(RiskMachineNotRunning, machineObject(m.Name),
+				"machine %s/%s is not running (phase %q); wait for it or repair its node", m.Namespace, m.Name, m.Status.Phase))
 		}
 	}
 	if len(f.Nodes) != len(f.Machines) {
-		r.add(admissionRefuse("node count (%d) does not match machine count (%d); every node needs exactly one CAPI machine in %s: "+
+		mismatch(nil, "node count (%d) does not match machine count (%d); every node needs exactly one CAPI machine in %s: "+
 			"check the cluster's provisioning (kubectl get machines.cluster.x-k8s.io -n %[3]s)",
-			len(f.Nodes), len(f.Machines), cluster.FleetLocalNamespace))
+			len(f.Nodes), len(f.Machines), cluster.FleetLocalNamespace)
 	}
 	machineNode := map[string]string{} // machine name -> its nodeRef, "" when it has none
 	for _, m := range f.Machines {
 		if m.Status.NodeRef == nil || m.Status.NodeRef.Name == "" {
-			r.add(admissionRefuse("machine %s/%s has no node reference", m.Namespace, m.Name))
+			mismatch(machineObject(m.Name), "machine %s/%s has no node reference", m.Namespace, m.Name)
 			machineNode[m.Name] = ""
 			continue
 		}
 		machineNode[m.Name] = m.Status.NodeRef.Name
 	}
 	for _, n := range f.Nodes {
+		node := []string{"node/" + n.Name}
 		if n.Labels[cluster.LabelManagedNode] != "true" {
-			r.add(admissionRefuse("node %q is missing the %s=true label", n.Name, cluster.LabelManagedNode))
+			mismatch(node, "node %q is missing the %s=true label", n.Name, cluster.LabelManagedNode)
 		}
 		machine, ok := n.Annotations[cluster.AnnotationCAPIMachine]
 		if !ok {
-			r.add(admissionRefuse("node %q is missing the %s annotation", n.Name, cluster.AnnotationCAPIMachine))
+			mismatch(node, "node %q is missing the %s annotation", n.Name, cluster.AnnotationCAPIMachine)
 			continue
 		}
 		switch ref, exists := machineNode[machine]; {
 		case !exists:
-			r.add(admissionRefuse("node %q references machine %q which does not exist", n.Name, machine))
+			mismatch(node, "node %q references machine %q which does not exist", n.Name, machine)
 		case ref != "" && ref != n.Name:
-			r.add(admissionRefuse("machine %q NodeRef.Name %q does not match node %q", machine, ref, n.Name))
+			mismatch(append(node, machineObject(machine)...), "machine %q NodeRef.Name %q does not match node %q", machine, ref, n.Name)
 		}
 	}
-	return r
+	return out
 }
 
-// admitLonghornHealthy: with three or more nodes every volume can be fully
-// replicated, so a degraded one means a replica is missing right now.
-func admitLonghornHealthy(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
-	if admissionWorkloadNodes(f.Nodes) < 3 {
-		return AdmissionResult{}
-	}
-	var degraded []string
+// riskVolumesHealthy: no volume is faulted, and with three or more nodes,
+// where every volume can be fully replicated, none is degraded: a replica
+// is missing right now.
+func riskVolumesHealthy(_ *v1beta1.UpgradePlan, f *AdmissionFacts) []Verdict {
+	var degraded, faulted []string
 	for _, v := range f.Volumes {
-		if v.Status.Robustness == cluster.LonghornRobustnessDegraded {
+		switch v.Status.Robustness {
+		case cluster.LonghornRobustnessDegraded:
 			degraded = append(degraded, admissionVolumeName(v))
+		case cluster.LonghornRobustnessFaulted:
+			faulted = append(faulted, admissionVolumeName(v))
 		}
 	}
-	if len(degraded) == 0 {
-		return AdmissionResult{}
+	var out []Verdict
+	if len(faulted) > 0 {
+		out = append(out, riskFound(RiskVolumeFaulted, faulted, "Longhorn volumes are faulted (no healthy replica): %s; "+
+			"salvage or restore them from a backup before upgrading (kubectl get volumes.longhorn.io -n %s)", admissionNames(faulted), cluster.LonghornNamespace))
 	}
-	return admissionRefuse("Longhorn volumes are degraded: %s; wait until all volumes are healthy before upgrading "+
-		"(kubectl get volumes.longhorn.io -n %s)", admissionNames(degraded), cluster.LonghornNamespace)
+	if len(degraded) > 0 && admissionWorkloadNodes(f.Nodes) >= 3 {
+		out = append(out, riskFound(RiskVolumeDegraded, degraded, "Longhorn volumes are degraded: %s; wait until all volumes are healthy before upgrading "+
+			"(kubectl get volumes.longhorn.io -n %s)", admissionNames(degraded), cluster.LonghornNamespace))
+	}
+	return out
 }
 
-// admitSingleReplicaVolumes: on a multi-node cluster a volume with one
+// riskSingleReplicaVolumes: on a multi-node cluster a volume with one
 // replica loses its data if its node fails while the nodes reboot in turn.
-// Volumes in use always block; detached ones unless the plan accepts it.
-func admitSingleReplicaVolumes(p *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
+// Detached ones are only a Warning with skip-single-replica-detached-vol.
+func riskSingleReplicaVolumes(p *v1beta1.UpgradePlan, f *AdmissionFacts) []Verdict {
 	if admissionWorkloadNodes(f.Nodes) < 2 {
-		return AdmissionResult{}
+		return nil
 	}
 	var active, detached []string
 	for _, v := range f.Volumes {
@@ -196,23 +218,23 @@ func admitSingleReplicaVolumes(p *v1beta1.UpgradePlan, f *AdmissionFacts) Admiss
 			detached = append(detached, admissionVolumeName(v))
 		}
 	}
-	var r AdmissionResult
+	var out []Verdict
 	if len(active) > 0 {
-		r.add(admissionRefuse("active single-replica volumes found: %s; their workloads stop when the node reboots and the data "+
+		out = append(out, riskFound(RiskSingleReplicaVolume, active, "active single-replica volumes found: %s; their workloads stop when the node reboots and the data "+
 			"has no other copy: shut the workloads down or give the volumes more replicas", admissionNames(active)))
 	}
 	if len(detached) == 0 {
-		return r
+		return out
 	}
 	if skip, _ := p.SkipSingleReplicaDetachedVol(); skip { // a bad value is refused by admitAnnotations
-		r.add(admissionWarn("detached single-replica volumes are not checked (%s=true): %s have no other copy if a node fails during the upgrade",
+		return append(out, riskWarning(RiskSingleReplicaDetachedVolume, detached,
+			"detached single-replica volumes are not checked (%s=true): %s have no other copy if a node fails during the upgrade",
 			v1beta1.AnnotationSkipSingleReplicaDetachedVol, admissionNames(detached)))
-		return r
 	}
-	r.add(admissionRefuse("single-replica volumes found: %s; even detached, they have no other copy if a node fails during the upgrade: "+
-		"give them more replicas, or annotate the plan with %s=\"true\" to accept the risk",
+	return append(out, riskFound(RiskSingleReplicaDetachedVolume, detached,
+		"single-replica volumes found: %s; even detached, they have no other copy if a node fails during the upgrade: "+
+			"give them more replicas, or annotate the plan with %s=\"true\"",
 		admissionNames(detached), v1beta1.AnnotationSkipSingleReplicaDetachedVol))
-	return r
 }
 
 func admissionVolumeName(v longhornv1beta2.Volume) string {
@@ -222,9 +244,9 @@ func admissionVolumeName(v longhornv1beta2.Volume) string {
 	return "volume " + v.Name
 }
 
-// admitNoBackupRunning: a backup or snapshot in flight would be cut off when
+// riskBackups: a backup or snapshot in flight would be cut off when
 // its node reboots.
-func admitNoBackupRunning(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
+func riskBackups(_ *v1beta1.UpgradePlan, f *AdmissionFacts) []Verdict {
 	var running []string
 	for _, b := range f.Backups {
 		s := b.Status
@@ -233,13 +255,13 @@ func admitNoBackupRunning(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionRe
 		}
 	}
 	if len(running) == 0 {
-		return AdmissionResult{}
+		return nil
 	}
-	return admissionRefuse("VM backups or snapshots are in progress: %s; wait until they have finished", admissionNames(running))
+	return []Verdict{riskFound(RiskBackupInProgress, running, "VM backups or snapshots are in progress: %s; wait until they have finished", admissionNames(running))}
 }
 
-// admitBackupSchedulesSuspended: a schedule could start a backup mid-upgrade.
-func admitBackupSchedulesSuspended(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
+// riskBackupSchedules: a schedule could start a backup mid-upgrade.
+func riskBackupSchedules(_ *v1beta1.UpgradePlan, f *AdmissionFacts) []Verdict {
 	var active []string
 	for _, s := range f.BackupSchedules {
 		if !s.Spec.Suspend && !s.Status.Suspended {
@@ -247,60 +269,73 @@ func admitBackupSchedulesSuspended(_ *v1beta1.UpgradePlan, f *AdmissionFacts) Ad
 		}
 	}
 	if len(active) == 0 {
-		return AdmissionResult{}
+		return nil
 	}
-	return admissionRefuse("VM backup or snapshot schedules are active: %s; suspend them (spec.suspend: true) until the upgrade has finished",
-		admissionNames(active))
+	return []Verdict{riskFound(RiskBackupScheduleActive, active,
+		"VM backup or snapshot schedules are active: %s; suspend them (spec.suspend: true) until the upgrade has finished", admissionNames(active))}
 }
 
-// admitVMsMigratable: on a multi-node cluster the VMs live-migrate away from
+// riskVMs: on a multi-node cluster the VMs live-migrate away from
 // each node before it is drained. Those that cannot must be shut off first,
 // unless the plan lets the upgrade shut them down and restart them
 // (spec.restoreVM). On a single node every VM is shut down anyway.
-func admitVMsMigratable(p *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
+func riskVMs(p *v1beta1.UpgradePlan, f *AdmissionFacts) []Verdict {
 	stuck := helper.NonMigratableVMIs(f.VMIs, f.Nodes)
+	vmObjects := func(vms []helper.NonMigratableVMI) []string {
+		out := make([]string, 0, len(vms))
+		for _, v := range vms {
+			out = append(out, "virtualmachineinstances.kubevirt.io/"+v.Namespace+"/"+v.Name)
+		}
+		return out
+	}
 	if admissionWorkloadNodes(f.Nodes) < 2 {
 		// Here every running VM is stuck: it has no other node to go to.
 		if len(stuck) > 0 && !p.RestoreVMEnabled() {
-			return admissionWarn("single-node cluster: all %d running VMs are shut down during the upgrade and stay off afterwards "+
-				"because spec.restoreVM is false", len(stuck))
+			return []Verdict{riskWarning(RiskVMsStayOff, vmObjects(stuck),
+				"single-node cluster: all %d running VMs are shut down during the upgrade and stay off afterwards "+
+					"because spec.restoreVM is false", len(stuck))}
 		}
-		return AdmissionResult{}
+		return nil
 	}
 	if len(stuck) == 0 {
-		return AdmissionResult{}
+		return nil
 	}
-	names := make([]string, 0, len(stuck))
-	for _, v := range stuck {
-		names = append(names, v.String())
-	}
-	var r AdmissionResult
+	var out []Verdict
 	paused := pausedVMIs(f.VMIs, stuck)
 	if len(paused) > 0 {
 		// The pre-drain Job fails at such a VM's node: its guest cannot shut
 		// down while paused. Said now, it can be fixed before the upgrade.
-		r.add(admissionWarn("these VMs are paused and cannot be live-migrated, so the upgrade can neither move nor stop them "+
+		out = append(out, riskWarning(RiskVMPaused, paused, "these VMs are paused and cannot be live-migrated, so the upgrade can neither move nor stop them "+
 			"and fails when it reaches their node: %s; unpause them (virtctl unpause vm) or stop them (virtctl stop) first",
 			admissionNames(paused)))
 	}
 	if p.RestoreVMEnabled() {
-		var shutDown []string
+		var shutDown []helper.NonMigratableVMI
 		for _, v := range stuck {
 			if !slices.Contains(paused, v.Namespace+"/"+v.Name) {
-				shutDown = append(shutDown, v.String())
+				shutDown = append(shutDown, v)
 			}
 		}
 		if len(shutDown) > 0 {
-			r.add(admissionWarn("these VMs cannot be live-migrated; each is shut down while its node is upgraded and restarted afterwards: %s",
-				admissionNames(shutDown)))
+			out = append(out, riskWarning(RiskVMNotMigratable, vmObjects(shutDown),
+				"these VMs cannot be live-migrated; each is shut down while its node is upgraded and restarted afterwards: %s",
+				admissionNames(vmStrings(shutDown))))
 		}
-		return r
+		return out
 	}
-	r.refuse(field.Forbidden(admissionSpecPath.Child("restoreVM"), fmt.Sprintf(
+	return append(out, riskFound(RiskVMNotMigratable, vmObjects(stuck),
 		"VMs that cannot be live-migrated must be shut off before the upgrade: %s; shut them down, "+
 			"or set spec.restoreVM: true to let the upgrade shut them down and restart them after their node is upgraded",
-		admissionNames(names))))
-	return r
+		admissionNames(vmStrings(stuck))))
+}
+
+// vmStrings describes each VM with why it cannot move.
+func vmStrings(vms []helper.NonMigratableVMI) []string {
+	out := make([]string, 0, len(vms))
+	for _, v := range vms {
+		out = append(out, v.String())
+	}
+	return out
 }
 
 // pausedVMIs names the instances among stuck that are paused.
@@ -320,10 +355,10 @@ func pausedVMIs(vmis []kubevirtv1.VirtualMachineInstance, stuck []helper.NonMigr
 	return out
 }
 
-// admitManagedChartsReady: the upgrade replaces the charts; one that is not
+// riskManagedCharts: the upgrade replaces the charts; one that is not
 // ready now will not become ready by being upgraded.
-func admitManagedChartsReady(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
-	var r AdmissionResult
+func riskManagedCharts(_ *v1beta1.UpgradePlan, f *AdmissionFacts) []Verdict {
+	var out []Verdict
 	for _, c := range f.ManagedCharts {
 		ready := common.FindCondition(c.Status.Conditions, cluster.ConditionReady)
 		if ready != nil && ready.Status == string(corev1.ConditionTrue) {
@@ -333,25 +368,29 @@ func admitManagedChartsReady(_ *v1beta1.UpgradePlan, f *AdmissionFacts) Admissio
 		if ready != nil && ready.Message != "" {
 			detail = " (" + ready.Message + ")"
 		}
-		r.add(admissionRefuse("managed chart %s/%s is not ready%s; wait for it to be ready or fix it", c.Namespace, c.Name, detail))
+		out = append(out, riskFound(RiskManagedChartNotReady, []string{"managedcharts.management.cattle.io/" + c.Namespace + "/" + c.Name},
+			"managed chart %s/%s is not ready%s; wait for it to be ready or fix it", c.Namespace, c.Name, detail))
 	}
-	return r
+	return out
 }
 
-// admitAddonsSettled: an addon being enabled, disabled or updated (or stuck
+// riskAddons: an addon being enabled, disabled or updated (or stuck
 // after failing to) would race with the upgrade of its chart.
-func admitAddonsSettled(_ *v1beta1.UpgradePlan, f *AdmissionFacts) AdmissionResult {
-	var r AdmissionResult
+func riskAddons(_ *v1beta1.UpgradePlan, f *AdmissionFacts) []Verdict {
+	var out []Verdict
 	for _, a := range f.Addons {
 		state := a.Status.Status
+		objects := []string{"addons.harvesterhci.io/" + a.Namespace + "/" + a.Name}
 		switch {
 		case a.Spec.Enabled && state != cluster.AddonStateDeployed:
-			r.add(admissionRefuse("addon %s/%s is enabled but still on status %q; wait for it to be deployed or fix it", a.Namespace, a.Name, state))
+			out = append(out, riskFound(RiskAddonNotSettled, objects,
+				"addon %s/%s is enabled but still on status %q; wait for it to be deployed or fix it", a.Namespace, a.Name, state))
 		case !a.Spec.Enabled && state != cluster.AddonStateInit && state != cluster.AddonStateDisabled:
-			r.add(admissionRefuse("addon %s/%s is disabled but still on status %q; wait for it to be disabled or fix it", a.Namespace, a.Name, state))
+			out = append(out, riskFound(RiskAddonNotSettled, objects,
+				"addon %s/%s is disabled but still on status %q; wait for it to be disabled or fix it", a.Namespace, a.Name, state))
 		}
 	}
-	return r
+	return out
 }
 
 // admitPauseNodesManaged: a paused or excluded name that is no managed node

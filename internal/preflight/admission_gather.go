@@ -3,14 +3,18 @@ package preflight
 import (
 	"context"
 	"fmt"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/capiv1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/fleetv1alpha1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/kubevirtv1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
@@ -18,12 +22,31 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 )
 
+// What the risks are judged on, read straight from the API server by the
+// manager at Initialize and for a dry run (the webhook's role says the same).
+//
+// +kubebuilder:rbac:groups=management.harvesterhci.io,resources=upgradeplans,verbs=list
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list
+// +kubebuilder:rbac:groups=harvesterhci.io,namespace=harvester-system,resources=versions;virtualmachineimages,verbs=get
+// +kubebuilder:rbac:groups=harvesterhci.io,resources=virtualmachinebackups;schedulevmbackups;addons,verbs=list
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=list
+// +kubebuilder:rbac:groups=provisioning.cattle.io,namespace=fleet-local,resources=clusters,verbs=get
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,namespace=fleet-local,resources=machines,verbs=list
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,namespace=fleet-local,resources=clusters,verbs=get
+// +kubebuilder:rbac:groups=management.cattle.io,namespace=fleet-local,resources=managedcharts,verbs=list
+// +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=volumes,verbs=list
+// +kubebuilder:rbac:groups=fleet.cattle.io,namespace=fleet-local,resources=bundles,verbs=list
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=list
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=kube-node-lease,resources=leases,verbs=list
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list
+
 // GatherAdmissionFacts reads what the create-time checks judge plan against.
 // Pass a reader that goes to the API server (the manager's APIReader): a
 // plan is created rarely, and the checks want the current state rather than
-// a cache of every kind.
-func GatherAdmissionFacts(ctx context.Context, r client.Reader, plan *v1beta1.UpgradePlan) (*AdmissionFacts, error) {
-	f := &AdmissionFacts{}
+// a cache of every kind. alerts, when not nil, is asked for the alerts
+// firing; now is the judge's clock.
+func GatherAdmissionFacts(ctx context.Context, r client.Reader, plan *v1beta1.UpgradePlan, alerts AlertSource, now time.Time) (*AdmissionFacts, error) {
+	f := &AdmissionFacts{Now: now}
 	var err error
 	fleetLocal := client.InNamespace(cluster.FleetLocalNamespace)
 	switch {
@@ -52,6 +75,12 @@ func GatherAdmissionFacts(ctx context.Context, r client.Reader, plan *v1beta1.Up
 	} else if ok {
 		f.Cluster = c
 	}
+	capi := &capiv1beta1.Cluster{}
+	if ok, err := admissionGet(ctx, r, cluster.FleetLocalNamespace, cluster.LocalClusterName, capi); err != nil {
+		return nil, err
+	} else if ok {
+		f.CAPICluster = capi
+	}
 
 	nodes := &corev1.NodeList{}
 	machines := &capiv1beta1.MachineList{}
@@ -61,6 +90,9 @@ func GatherAdmissionFacts(ctx context.Context, r client.Reader, plan *v1beta1.Up
 	vmis := &kubevirtv1.VirtualMachineInstanceList{}
 	charts := &managementv3.ManagedChartList{}
 	addons := &harvesterv1beta1.AddonList{}
+	bundles := &fleetv1alpha1.BundleList{}
+	budgets := &policyv1.PodDisruptionBudgetList{}
+	leases := &coordinationv1.LeaseList{}
 	for _, l := range []struct {
 		list client.ObjectList
 		what string
@@ -74,6 +106,9 @@ func GatherAdmissionFacts(ctx context.Context, r client.Reader, plan *v1beta1.Up
 		{vmis, "VirtualMachineInstances", nil},
 		{charts, "ManagedCharts", []client.ListOption{fleetLocal}},
 		{addons, "Addons", nil},
+		{bundles, "Fleet bundles", []client.ListOption{fleetLocal}},
+		{budgets, "PodDisruptionBudgets", nil},
+		{leases, "node Leases", []client.ListOption{client.InNamespace(cluster.NodeLeaseNamespace)}},
 	} {
 		if err := admissionList(ctx, r, l.list, l.what, l.opts...); err != nil {
 			return nil, err
@@ -82,6 +117,17 @@ func GatherAdmissionFacts(ctx context.Context, r client.Reader, plan *v1beta1.Up
 	f.Nodes, f.Machines, f.Volumes = nodes.Items, machines.Items, volumes.Items
 	f.Backups, f.BackupSchedules, f.VMIs = backups.Items, schedules.Items, vmis.Items
 	f.ManagedCharts, f.Addons = charts.Items, addons.Items
+	f.Bundles, f.Budgets, f.Leases = bundles.Items, budgets.Items, leases.Items
+	for _, ns := range SystemNamespaces {
+		pods := &corev1.PodList{}
+		if err := admissionList(ctx, r, pods, "pods in "+ns, client.InNamespace(ns)); err != nil {
+			return nil, err
+		}
+		f.SystemPods = append(f.SystemPods, pods.Items...)
+	}
+	if alerts != nil {
+		f.Alerts, f.AlertsError = alerts.Firing(ctx)
+	}
 	return f, nil
 }
 

@@ -138,11 +138,24 @@ func TestEveryAdmissionCheckGivesAVerdict(t *testing.T) {
 			t.Errorf("check %s gave no passing verdict on a healthy cluster", c.reason)
 		}
 	}
+	for _, c := range riskChecks {
+		if !passed[c.reason] {
+			t.Errorf("risk check %s gave no passing verdict on a healthy cluster", c.reason)
+		}
+	}
+	// A risk found is named by the risk, not by its check.
 	f := healthyFacts()
 	f.Nodes[0].Spec.Unschedulable = true
 	r := AdmitCreate(testPlan(), f)
-	if failed := reasons(r, v1beta1.CheckFailed); !failed[ReasonNodesReady] || len(failed) != 1 {
-		t.Errorf("a cordoned node fails %v, want %s alone: %v", failed, ReasonNodesReady, errorStrings(r))
+	if failed := reasons(r, v1beta1.CheckFailed); !failed[RiskNodeCordoned] || len(failed) != 1 {
+		t.Errorf("a cordoned node fails %v, want %s alone: %v", failed, RiskNodeCordoned, errorStrings(r))
+	}
+	// Accepted, it is a warning under the same name.
+	p := testPlan()
+	p.Spec.AcceptRisks = []string{string(RiskNodeCordoned)}
+	r = AdmitCreate(p, f)
+	if warned := reasons(r, v1beta1.CheckWarning); !r.Allowed() || !warned[RiskNodeCordoned] {
+		t.Errorf("an accepted cordoned node: allowed %v, warnings %v", r.Allowed(), r.Warnings())
 	}
 }
 
@@ -163,90 +176,90 @@ func TestAdmitCreateRefuses(t *testing.T) {
 		{"another plan running", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) {
 			f.OtherPlans = append(f.OtherPlans, v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: "busy"},
 				Status: v1beta1.UpgradePlanStatus{CurrentPhase: v1beta1.PhaseNodeUpgrading}})
-		}, `spec: Forbidden: another upgrade "busy" is in progress (phase NodeUpgrading); only one upgrade can run at a time`},
+		}, `another upgrade "busy" is in progress (phase NodeUpgrading); only one upgrade can run at a time`},
 		{"another plan waiting", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) {
 			f.OtherPlans = append(f.OtherPlans, v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: "queued"}})
-		}, `spec: Forbidden: another upgrade "queued" is waiting to start`},
+		}, `another upgrade "queued" is waiting to start`},
 		{"another plan cleaning up", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) {
 			f.OtherPlans = append(f.OtherPlans, v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{Name: "going", DeletionTimestamp: &metav1.Time{}},
 				Status: v1beta1.UpgradePlanStatus{CurrentPhase: v1beta1.PhaseImagePreloading}})
-		}, `spec: Forbidden: upgrade "going" is being deleted and still cleaning up`},
+		}, `upgrade "going" is being deleted and still cleaning up`},
 		{"no managed nodes", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) {
 			for i := range f.Nodes {
 				f.Nodes[i].Labels = nil
 			}
-		}, `spec: Forbidden: no managed nodes found (label harvesterhci.io/managed=true)`},
+		}, `no managed nodes found (label harvesterhci.io/managed=true)`},
 		{"node not ready", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) {
 			f.Nodes[1].Status.Conditions[0] = corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionUnknown,
 				Reason: "NodeStatusUnknown", Message: "Kubelet stopped posting node status."}
-		}, `spec: Forbidden: node "n2" is not Ready (NodeStatusUnknown: Kubelet stopped posting node status.); wait for it`},
+		}, `node "n2" is not Ready (NodeStatusUnknown: Kubelet stopped posting node status.); wait for it`},
 		{"node without Ready condition", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) { f.Nodes[0].Status.Conditions = nil },
 			`node "n1" is not Ready (it reports no Ready condition)`},
 		{"node cordoned", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) { f.Nodes[2].Spec.Unschedulable = true },
-			`spec: Forbidden: node "n3" is cordoned (unschedulable); uncordon it (kubectl uncordon n3)`},
+			`node "n3" is cordoned (unschedulable); uncordon it (kubectl uncordon n3)`},
 		{"no provisioning cluster", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) { f.Cluster = nil },
-			`spec: Forbidden: provisioning cluster fleet-local/local not found`},
+			`provisioning cluster fleet-local/local not found`},
 		{"provisioning cluster not ready", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) {
 			f.Cluster.Status.Ready = false
 			f.Cluster.Status.Conditions = []common.Condition{{Type: "Ready", Status: "False", Message: "configuring etcd"}}
-		}, `spec: Forbidden: provisioning cluster fleet-local/local is not ready (configuring etcd); wait for Rancher`},
+		}, `provisioning cluster fleet-local/local is not ready (configuring etcd); wait for Rancher`},
 		{"machine not running", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) { f.Machines[0].Status.Phase = "Provisioning" },
-			`spec: Forbidden: machine fleet-local/m-n1 is not running (phase "Provisioning")`},
+			`machine fleet-local/m-n1 is not running (phase "Provisioning")`},
 		{"more nodes than machines", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) { f.Machines = f.Machines[:2] },
-			`spec: Forbidden: node count (3) does not match machine count (2)`},
+			`node count (3) does not match machine count (2)`},
 		{"no nodes at all", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) { f.Nodes = nil },
-			`spec: Forbidden: node count (0) does not match machine count (3)`},
+			`node count (0) does not match machine count (3)`},
 		{"machine without node reference", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) { f.Machines[1].Status.NodeRef = nil },
-			`spec: Forbidden: machine fleet-local/m-n2 has no node reference`},
+			`machine fleet-local/m-n2 has no node reference`},
 		{"node without managed label", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) { delete(f.Nodes[0].Labels, cluster.LabelManagedNode) },
-			`spec: Forbidden: node "n1" is missing the harvesterhci.io/managed=true label`},
+			`node "n1" is missing the harvesterhci.io/managed=true label`},
 		{"node without machine annotation", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) { f.Nodes[0].Annotations = nil },
-			`spec: Forbidden: node "n1" is missing the cluster.x-k8s.io/machine annotation`},
+			`node "n1" is missing the cluster.x-k8s.io/machine annotation`},
 		{"node naming a missing machine", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) {
 			f.Nodes[0].Annotations[cluster.AnnotationCAPIMachine] = "m-gone"
-		}, `spec: Forbidden: node "n1" references machine "m-gone" which does not exist`},
+		}, `node "n1" references machine "m-gone" which does not exist`},
 		{"machine pointing at another node", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) { f.Machines[0].Status.NodeRef.Name = "n9" },
-			`spec: Forbidden: machine "m-n1" NodeRef.Name "n9" does not match node "n1"`},
+			`machine "m-n1" NodeRef.Name "n9" does not match node "n1"`},
 		{"degraded volume", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) {
 			f.Volumes = append(f.Volumes, testVolume("vol-b", 3, cluster.LonghornVolumeAttached, cluster.LonghornRobustnessDegraded))
-		}, `spec: Forbidden: Longhorn volumes are degraded: default/vol-b-pvc; wait until all volumes are healthy`},
+		}, `Longhorn volumes are degraded: default/vol-b-pvc; wait until all volumes are healthy`},
 		{"attached single-replica volume", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) {
 			f.Volumes = append(f.Volumes, testVolume("vol-b", 1, cluster.LonghornVolumeAttached, "healthy"))
-		}, `spec: Forbidden: active single-replica volumes found: default/vol-b-pvc`},
+		}, `active single-replica volumes found: default/vol-b-pvc`},
 		{"attached single-replica volume even with the skip annotation", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) {
 			p.Annotations = map[string]string{v1beta1.AnnotationSkipSingleReplicaDetachedVol: "true"}
 			f.Volumes = append(f.Volumes, testVolume("vol-b", 1, cluster.LonghornVolumeAttaching, "unknown"))
-		}, `spec: Forbidden: active single-replica volumes found: default/vol-b-pvc`},
+		}, `active single-replica volumes found: default/vol-b-pvc`},
 		{"detached single-replica volume", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) {
 			v := testVolume("vol-b", 1, "detached", "unknown")
 			v.Status.KubernetesStatus = longhornv1beta2.KubernetesStatus{}
 			f.Volumes = append(f.Volumes, v)
-		}, `spec: Forbidden: single-replica volumes found: volume vol-b; even detached`},
+		}, `single-replica volumes found: volume vol-b; even detached`},
 		{"backup just created", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) {
 			f.Backups = append(f.Backups, harvesterv1beta1.VirtualMachineBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "new"}})
-		}, `spec: Forbidden: VM backups or snapshots are in progress: ns/new; wait until they have finished`},
+		}, `VM backups or snapshots are in progress: ns/new; wait until they have finished`},
 		{"backup progressing", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) {
 			f.Backups = append(f.Backups, harvesterv1beta1.VirtualMachineBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "half"},
 				Status: &harvesterv1beta1.VirtualMachineBackupStatus{ReadyToUse: ptr.To(false), Progress: 50}})
 		}, `VM backups or snapshots are in progress: ns/half`},
 		{"active schedule", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) { f.BackupSchedules[0].Spec.Suspend = false },
-			`spec: Forbidden: VM backup or snapshot schedules are active: default/nightly; suspend them (spec.suspend: true)`},
+			`VM backup or snapshot schedules are active: default/nightly; suspend them (spec.suspend: true)`},
 		{"VM that cannot migrate", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) {
 			v := testVMI("gpu-vm", "n2")
 			v.Spec.Domain.Devices.GPUs = []kubevirtv1.HostDevice{{Name: "g", DeviceName: "nvidia.com/T4"}}
 			f.VMIs = append(f.VMIs, v)
-		}, `spec.restoreVM: Forbidden: VMs that cannot be live-migrated must be shut off before the upgrade: default/gpu-vm (passes through GPUs nvidia.com/T4); shut them down, or set spec.restoreVM: true`},
+		}, `VMs that cannot be live-migrated must be shut off before the upgrade: default/gpu-vm (passes through GPUs nvidia.com/T4); shut them down, or set spec.restoreVM: true`},
 		{"managed chart not ready", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) {
 			f.ManagedCharts[0].Status.Conditions[0] = common.Condition{Type: "Ready", Status: "False", Message: "ErrApplied(1) [Cluster fleet-local/local]"}
-		}, `spec: Forbidden: managed chart fleet-local/harvester is not ready (ErrApplied(1) [Cluster fleet-local/local]); wait for it to be ready or fix it`},
+		}, `managed chart fleet-local/harvester is not ready (ErrApplied(1) [Cluster fleet-local/local]); wait for it to be ready or fix it`},
 		{"managed chart without conditions", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) { f.ManagedCharts[0].Status.Conditions = nil },
 			`managed chart fleet-local/harvester is not ready; wait`},
 		{"addon being enabled", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) { f.Addons[0].Status.Status = "AddonEnabling" },
-			`spec: Forbidden: addon kube-system/on is enabled but still on status "AddonEnabling"; wait for it to be deployed or fix it`},
+			`addon kube-system/on is enabled but still on status "AddonEnabling"; wait for it to be deployed or fix it`},
 		{"addon failed to deploy", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) { f.Addons[0].Status.Status = "AddonDeployFailed" },
 			`addon kube-system/on is enabled but still on status "AddonDeployFailed"`},
 		{"addon being disabled", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) { f.Addons[2].Status.Status = "AddonDisabling" },
-			`spec: Forbidden: addon kube-system/off is disabled but still on status "AddonDisabling"; wait for it to be disabled or fix it`},
+			`addon kube-system/off is disabled but still on status "AddonDisabling"; wait for it to be disabled or fix it`},
 		{"pausing an unknown node", func(p *v1beta1.UpgradePlan, f *AdmissionFacts) {
 			p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{PauseNodes: []string{"n1", "n7"}}
 		}, `spec.nodeUpgradeOption.pauseNodes[1]: Not found: "n7": is not a managed node of this cluster (managed nodes: n1, n2, n3)`},

@@ -13,9 +13,9 @@ import (
 )
 
 // AdmitUpdate judges a change of a plan, given the names of the managed
-// nodes. While the plan runs only spec.paused, spec.nodeUpgradeOption (its
-// pauseNodes, excludeNodes, healthGate, maxUnavailableNodes) and the
-// annotations may change (the CRD's rules already keep version, image and
+// nodes. While the plan runs only spec.paused, spec.acceptRisks,
+// spec.nodeUpgradeOption (its pauseNodes, excludeNodes, healthGate,
+// maxUnavailableNodes) and the annotations may change (the CRD's rules already keep version, image and
 // upgrade fixed). Names added to pauseNodes must be managed nodes; changed
 // annotation values are validated as on create. What was there before is
 // never judged again, so an update of the plan's metadata cannot fail on it.
@@ -26,6 +26,7 @@ func AdmitUpdate(before, after *v1beta1.UpgradePlan, managedNodeNames []string) 
 	r.add(judged(ReasonRetry, "no retry asked for, or one the plan can take", admitRetry(before, after)))
 	r.add(judged(ReasonAbort, "no abort asked for, or one the plan can honour", admitAbort(before, after)))
 	r.add(judged(ReasonMaintenanceWindows, "the maintenance windows can be read", admitMaintenanceWindows(before, after)))
+	r.add(judged(ReasonAcceptRisks, "every risk accepted is one of the catalogue", admitAcceptRisks(before, after)))
 	// A plan that waits for a retry is judged as a running one: it goes on
 	// from where it failed.
 	if after.IsFinished() && !after.AwaitsRetry() {

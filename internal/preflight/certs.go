@@ -26,10 +26,10 @@ func CertExpiry(certs []ServedCert, now time.Time, minValidity time.Duration) Ve
 		}
 	}
 	if earliest == nil {
-		return Pending(ReasonCertExpiry, "no certificate of the API server could be read")
+		return Pending(RiskCertificateExpiring, "no certificate of the API server could be read")
 	}
 	if !earliest.Cert.NotAfter.Before(now.Add(minValidity)) {
-		return Passed(ReasonCertExpiry, "the API server certificate %q served at %s expires at %s, after the required %.0f days",
+		return Passed(RiskCertificateExpiring, "the API server certificate %q served at %s expires at %s, after the required %.0f days",
 			earliest.Cert.Subject.CommonName, earliest.Address, earliest.Cert.NotAfter.UTC().Format(time.RFC3339), minValidity.Hours()/24)
 	}
 	left := earliest.Cert.NotAfter.Sub(now)
@@ -37,7 +37,7 @@ func CertExpiry(certs []ServedCert, now time.Time, minValidity time.Duration) Ve
 	if left <= 0 {
 		when = fmt.Sprintf("expired %.1f days ago", math.Abs(left.Hours()/24))
 	}
-	return Failed(ReasonCertExpiry,
+	return riskFound(RiskCertificateExpiring, []string{"certificate " + earliest.Cert.Subject.CommonName + " at " + earliest.Address},
 		"the API server certificate %q served at %s %s (at %s), less than the required %.0f days: rotate the RKE2 certificates before upgrading, or lower the annotation %s",
 		earliest.Cert.Subject.CommonName, earliest.Address, when, earliest.Cert.NotAfter.UTC().Format(time.RFC3339), minValidity.Hours()/24, v1beta1.AnnotationMinCertsExpirationInDay)
 }

@@ -27,28 +27,22 @@ type NodeDisk struct {
 	ImageGCHighThresholdPercent int
 }
 
-// The pre-flight checks of Initialize, by reason.
-const (
-	ReasonDiskSpace  Reason = "DiskSpace"
-	ReasonCertExpiry Reason = "CertExpiry"
-)
-
 // DiskSpace checks that preloading the new images keeps every node below its
 // kubelet's image garbage collection threshold: a verdict per node.
 func DiskSpace(disks []NodeDisk, newImages uint64) []Verdict {
 	var out []Verdict
 	for _, d := range disks {
 		if d.CapacityBytes == 0 {
-			out = append(out, Failed(ReasonDiskSpace, "node %q: the kubelet reports no %s capacity", d.Node, d.Filesystem))
+			out = append(out, riskFound(RiskInsufficientDiskSpace, []string{"node/" + d.Node}, "node %q: the kubelet reports no %s capacity", d.Node, d.Filesystem))
 			continue
 		}
 		projected := float64(d.UsedBytes+newImages) / float64(d.CapacityBytes) * 100
 		if projected <= float64(d.ImageGCHighThresholdPercent) {
-			out = append(out, Passed(ReasonDiskSpace, "node %q will reach %.2f%% of its %s, within the kubelet image garbage collection threshold of %d%%",
+			out = append(out, Passed(RiskInsufficientDiskSpace, "node %q will reach %.2f%% of its %s, within the kubelet image garbage collection threshold of %d%%",
 				d.Node, projected, d.Filesystem, d.ImageGCHighThresholdPercent))
 			continue
 		}
-		out = append(out, Failed(ReasonDiskSpace,
+		out = append(out, riskFound(RiskInsufficientDiskSpace, []string{"node/" + d.Node},
 			"node %q will reach %.2f%% of its %s (%s used of %s, plus %s of new images), above the kubelet image garbage collection threshold of %d%%: free at least %s on the node, or set the annotation %s: \"true\" to skip this check",
 			d.Node, projected, d.Filesystem, gib(d.UsedBytes), gib(d.CapacityBytes), gib(newImages), d.ImageGCHighThresholdPercent,
 			gib(d.UsedBytes+newImages-uint64(float64(d.CapacityBytes)*float64(d.ImageGCHighThresholdPercent)/100)), v1beta1.AnnotationSkipGCThresholdCheck))

@@ -27,7 +27,7 @@ func TestDiskSpace(t *testing.T) {
 	}
 	var got []string
 	for _, v := range DiskSpace(disks, NewImagesSize) {
-		if v.Reason != ReasonDiskSpace {
+		if v.Reason != RiskInsufficientDiskSpace {
 			t.Errorf("verdict %+v is not of the disk-space check", v)
 		}
 		if v.Result == v1beta1.CheckFailed {
@@ -78,7 +78,7 @@ func TestCertExpiry(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := CertExpiry(tt.certs, now, tt.min)
-			if got.Reason != ReasonCertExpiry || got.Result != tt.result || !strings.Contains(got.Message, tt.want) {
+			if got.Reason != RiskCertificateExpiring || got.Result != tt.result || !strings.Contains(got.Message, tt.want) {
 				t.Errorf("CertExpiry = %+v, want %s with %q", got, tt.result, tt.want)
 			}
 		})

@@ -31,6 +31,9 @@ type Verdict struct {
 	Field *field.Error
 	// Fix says how to make the check pass, when the message does not.
 	Fix string
+	// Objects are the objects involved, as kind namespace/name, for a
+	// risk (see risks.go).
+	Objects []string
 }
 
 // Passed is the verdict of a check that passed.

@@ -27,6 +27,7 @@ type reportJSON struct {
 	RunningVersion string      `json:"runningVersion,omitempty"`
 	WouldRun       bool        `json:"wouldRun"`
 	Checks         []checkJSON `json:"checks"`
+	Risks          []Risk      `json:"risks"`
 	NotChecked     []string    `json:"notChecked"`
 	Nodes          []Node      `json:"nodes"`
 	VolumesAtRisk  []Volume    `json:"volumesAtRisk"`
@@ -36,7 +37,10 @@ type reportJSON struct {
 // MarshalJSON writes the report with each verdict as a checkJSON.
 func (r Report) MarshalJSON() ([]byte, error) {
 	out := reportJSON{Target: r.Target, RunningVersion: r.RunningVersion, WouldRun: r.WouldRun,
-		NotChecked: r.NotChecked, Nodes: r.Nodes, VolumesAtRisk: r.VolumesAtRisk, Estimate: r.Estimate}
+		NotChecked: r.NotChecked, Nodes: r.Nodes, VolumesAtRisk: r.VolumesAtRisk, Estimate: r.Estimate, Risks: r.Risks}
+	if out.Risks == nil {
+		out.Risks = []Risk{} // "none found", not "not looked at"
+	}
 	for _, c := range r.Checks {
 		out.Checks = append(out.Checks, checkJSON{Name: string(c.Reason), Verdict: verdictWord[c.Result], Message: c.Message, Fix: c.Fix})
 	}
@@ -50,7 +54,7 @@ func (r *Report) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*r = Report{Target: in.Target, RunningVersion: in.RunningVersion, WouldRun: in.WouldRun,
-		NotChecked: in.NotChecked, Nodes: in.Nodes, VolumesAtRisk: in.VolumesAtRisk, Estimate: in.Estimate}
+		NotChecked: in.NotChecked, Nodes: in.Nodes, VolumesAtRisk: in.VolumesAtRisk, Estimate: in.Estimate, Risks: in.Risks}
 	for _, c := range in.Checks {
 		v := preflight.Verdict{Reason: preflight.Reason(c.Name), Message: c.Message, Fix: c.Fix}
 		for result, word := range verdictWord {

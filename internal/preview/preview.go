@@ -15,9 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -33,9 +31,8 @@ import (
 // The preview's checks, by reason: the admission checks the webhook runs
 // when the plan is created, and the version rules.
 const (
-	ReasonAdmission    preflight.Reason = "admission"
-	ReasonEligibility  preflight.Reason = "eligibility"
-	ReasonDrainBudgets preflight.Reason = "drain-budgets"
+	ReasonAdmission   preflight.Reason = "admission"
+	ReasonEligibility preflight.Reason = "eligibility"
 )
 
 // Report is the preview of an upgrade; its JSON form is reportJSON.
@@ -49,6 +46,9 @@ type Report struct {
 	WouldRun bool
 	// Checks are the verdicts; only a failed one stops the upgrade.
 	Checks []preflight.Verdict
+	// Risks are the risks of the catalogue found in the cluster, each
+	// with whether the plan accepts it.
+	Risks []Risk
 	// NotChecked lists what only the upgrade itself checks, and when.
 	NotChecked []string
 	// Nodes are the managed nodes in the order they are upgraded.
@@ -109,6 +109,21 @@ type Volume struct {
 	Risks []string `json:"risks"`
 }
 
+// Risk is a risk of the catalogue (docs/risks.md) found in the cluster.
+type Risk struct {
+	// Name is the risk's stable name, the word spec.acceptRisks takes.
+	Name string `json:"name"`
+	// Level is Error (the plan does not start unless it accepts it) or
+	// Warning.
+	Level string `json:"level"`
+	// Accepted: the plan names it in spec.acceptRisks.
+	Accepted bool `json:"accepted"`
+	// Objects are the objects involved.
+	Objects []string `json:"objects,omitempty"`
+	// Message says what was found and what to do.
+	Message string `json:"message"`
+}
+
 // Facts is what the preview judges, gathered by Gather.
 type Facts struct {
 	Admission *preflight.AdmissionFacts
@@ -118,14 +133,13 @@ type Facts struct {
 	// Version is the Version spec.version names, nil when missing or when
 	// the plan names an image.
 	Version *harvesterv1beta1.Version
-	// Budgets are the cluster's PodDisruptionBudgets.
-	Budgets []policyv1.PodDisruptionBudget
 }
 
 // Gather reads what Build judges plan against. It only gets and lists; pass
-// a reader that goes to the API server.
-func Gather(ctx context.Context, r client.Reader, plan *v1beta1.UpgradePlan) (*Facts, error) {
-	af, err := preflight.GatherAdmissionFacts(ctx, r, plan)
+// a reader that goes to the API server; alerts, when not nil, gives the
+// alerts firing.
+func Gather(ctx context.Context, r client.Reader, plan *v1beta1.UpgradePlan, alerts preflight.AlertSource) (*Facts, error) {
+	af, err := preflight.GatherAdmissionFacts(ctx, r, plan, alerts, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -147,35 +161,7 @@ func Gather(ctx context.Context, r client.Reader, plan *v1beta1.UpgradePlan) (*F
 		}
 		f.Version = v
 	}
-	var pdbs policyv1.PodDisruptionBudgetList
-	if err := r.List(ctx, &pdbs); err != nil {
-		return nil, fmt.Errorf("listing PodDisruptionBudgets: %w", err)
-	}
-	f.Budgets = pdbs.Items
 	return f, nil
-}
-
-// drainBudgetsCheck warns of the PodDisruptionBudgets that allow no
-// disruption now: each node's drain will wait on the pods they protect.
-// KubeVirt's own budgets of migratable VMs are left out: evicting their
-// pod starts a live migration.
-func drainBudgetsCheck(f *Facts) preflight.Verdict {
-	var blocking []string
-	for i := range f.Budgets {
-		pdb := &f.Budgets[i]
-		if owner := metav1.GetControllerOf(pdb); owner != nil && owner.Kind == "VirtualMachineInstance" {
-			continue
-		}
-		if pdb.Status.DisruptionsAllowed == 0 && pdb.Status.ExpectedPods > 0 {
-			blocking = append(blocking, cluster.DescribePDB(pdb))
-		}
-	}
-	if len(blocking) == 0 {
-		return preflight.Passed(ReasonDrainBudgets, "no PodDisruptionBudget blocks a drain now")
-	}
-	slices.Sort(blocking)
-	return preflight.Warning(ReasonDrainBudgets, "PodDisruptionBudget %s allow no disruption now: the drain of each node "+
-		"that runs a pod they protect waits until they do (relax them or scale the workloads first)", strings.Join(blocking, ", "))
 }
 
 // placeholderName stands in for the name of a plan not created yet, which
@@ -185,7 +171,11 @@ const placeholderName = "upgrade-preview"
 // Build judges plan against the facts. It is pure: same facts, same report.
 func Build(plan *v1beta1.UpgradePlan, f *Facts) Report {
 	rep := Report{Target: target(plan), RunningVersion: f.RunningVersion, NotChecked: notChecked(plan)}
-	rep.Checks = append(admissionChecks(plan, f.Admission), eligibilityCheck(plan, f), drainBudgetsCheck(f))
+	rep.Checks = append(admissionChecks(plan, f.Admission), eligibilityCheck(plan, f))
+	for _, v := range preflight.Risks(plan, f.Admission) {
+		rep.Risks = append(rep.Risks, Risk{Name: string(v.Reason), Level: v.Level(), Accepted: preflight.Accepted(plan, v.Reason),
+			Objects: v.Objects, Message: v.Message})
+	}
 	rep.VolumesAtRisk = volumesAtRisk(f.Admission)
 	rep.Nodes = nodes(plan, f.Admission, rep.VolumesAtRisk)
 	rep.Estimate = estimate(rep.Nodes)

@@ -26,6 +26,17 @@ func WriteText(w io.Writer, r Report) error {
 			fmt.Fprintf(&b, "        %-11s  fix: %s\n", "", c.Fix)
 		}
 	}
+	b.WriteString("\nRISKS (docs/risks.md; accept one by name with spec.acceptRisks)\n")
+	if len(r.Risks) == 0 {
+		b.WriteString("  none\n")
+	}
+	for _, k := range r.Risks {
+		level := k.Level
+		if k.Accepted {
+			level += ", accepted"
+		}
+		fmt.Fprintf(&b, "  %s (%s): %s\n", k.Name, level, k.Message)
+	}
 	b.WriteString("\nNODES (in upgrade order)\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "  #\tNODE\tROLE\tREADY\tPAUSED\tMIGRATE\tSHUT DOWN\tVOLUMES AT RISK")

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -187,7 +188,14 @@ func (r *Run) CreatePlan(ctx context.Context, spec v1beta1.UpgradePlanSpec, anno
 		v := r.Sim.Config().To.Harvester
 		spec.Version = &v
 	}
-	p := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "hvst-upgrade-", Annotations: annotations}, Spec: spec}
+	// The simulated cluster serves no admission webhook (internal/webhook's
+	// tests judge admission on a real API server), and its scenarios build
+	// risky worlds on purpose: by default a plan skips the checks of the
+	// cluster's state as skip-webhook does, and so Initialize's second look.
+	// A scenario that wants the risks judged passes skip-webhook "false".
+	p := &v1beta1.UpgradePlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "hvst-upgrade-",
+		Annotations: map[string]string{v1beta1.AnnotationSkipWebhook: "true"}}, Spec: spec}
+	maps.Copy(p.Annotations, annotations)
 	if err := r.Client.Create(ctx, p); err != nil {
 		return nil, fmt.Errorf("creating the UpgradePlan: %w", err)
 	}

@@ -145,21 +145,15 @@ func TestRefusedPlansAreNeverStored(t *testing.T) {
 		{name: "toolkit-image-tagged", spec: version, annot: a(v1beta1.AnnotationUpgradeToolkitImage, "rancher/harvester-upgrade-toolkit:v1.8.0"), want: `metadata.annotations[management.harvesterhci.io/upgrade-toolkit-image]: Invalid value: "rancher/harvester-upgrade-toolkit:v1.8.0": must be an image repository without a tag or digest`},
 		{name: "toolkit-image-upper", spec: version, annot: a(v1beta1.AnnotationUpgradeToolkitImage, "Rancher/Toolkit"), want: `must be an image repository without a tag or digest`},
 		{name: "toolkit-image-spaces", spec: version, annot: a(v1beta1.AnnotationUpgradeToolkitImage, "my registry/toolkit"), want: `must be an image repository without a tag or digest`},
-		// The cluster's state: one plan per check.
+		// The one upgrade slot, which no risk accepted frees; and an unknown risk.
+		{name: "accepts-unknown-risk", spec: v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), AcceptRisks: []string{"NodeCordoned", "NodeCordonned"}},
+			want: `spec.acceptRisks[1]: Unsupported value: "NodeCordonned": supported values: "NodeNotReady", "NodeCordoned"`},
+		{name: "accepts-lowercase-risk", spec: v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), AcceptRisks: []string{"nodeCordoned"}},
+			want: `spec.acceptRisks[0]: Invalid value: "nodeCordoned": spec.acceptRisks[0] in body should match`},
 		{name: "other-plan-running", spec: version, fault: otherPlanRunning, want: `spec: Forbidden: another upgrade "hvst-upgrade-first" is in progress (phase ImagePreloading)`},
-		{name: "node-not-ready", spec: version, fault: nodeNotReady, want: `spec: Forbidden: node "n2" is not Ready (KubeletNotReady: PLEG is not healthy)`},
-		{name: "node-cordoned", spec: version, fault: nodeCordoned, want: `spec: Forbidden: node "n3" is cordoned (unschedulable); uncordon it`},
-		{name: "cluster-not-ready", spec: version, fault: clusterBusy, want: `spec: Forbidden: provisioning cluster fleet-local/local is not ready (waiting for etcd)`},
-		{name: "machine-not-running", spec: version, fault: machineDown, want: `spec: Forbidden: machine fleet-local/m-n1 is not running (phase "Failed")`},
-		{name: "node-machine-mismatch", spec: version, fault: orphanNode, want: `spec: Forbidden: node "n2" references machine "m-deleted" which does not exist`},
-		{name: "degraded-volume", spec: version, fault: degradedVolume, want: `spec: Forbidden: Longhorn volumes are degraded: default/vol-degraded`},
-		{name: "active-single-replica", spec: version, fault: activeSingleReplica, want: `spec: Forbidden: active single-replica volumes found: default/vol-single`},
-		{name: "detached-single-replica", spec: version, fault: detachedSingleReplica, want: `spec: Forbidden: single-replica volumes found: default/vol-parked; even detached`},
-		{name: "backup-running", spec: version, fault: backupRunning, want: `spec: Forbidden: VM backups or snapshots are in progress: default/nightly-1`},
-		{name: "schedule-active", spec: version, fault: scheduleActive, want: `spec: Forbidden: VM backup or snapshot schedules are active: default/hourly`},
-		{name: "vm-not-migratable", spec: version, fault: pinnedVM, want: `spec.restoreVM: Forbidden: VMs that cannot be live-migrated must be shut off before the upgrade: default/vm-gpu (passes through GPUs nvidia.com/TU104GL_Tesla_T4)`},
-		{name: "chart-not-ready", spec: version, fault: chartNotReady, want: `spec: Forbidden: managed chart fleet-local/harvester is not ready (Modified(1) [Cluster fleet-local/local])`},
-		{name: "addon-moving", spec: version, fault: addonMoving, want: `spec: Forbidden: addon kube-system/descheduler is enabled but still on status "AddonUpdating"`},
+		// The cluster's state: one risk refused by name (every risk has its
+		// own test in TestEveryRiskIsRaisedOnTheWorld).
+		{name: "node-not-ready", spec: version, fault: nodeNotReady, want: `spec.acceptRisks: Forbidden: risk NodeNotReady: node "n2" is not Ready (KubeletNotReady: PLEG is not healthy)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -227,8 +221,8 @@ func TestEveryFailingCheckIsListed(t *testing.T) {
 		}
 	}
 	for _, c := range status.Details.Causes {
-		if c.Field != "spec" {
-			t.Errorf("cause %q has field %q; want spec", c.Message, c.Field)
+		if c.Field != "spec.acceptRisks" {
+			t.Errorf("cause %q has field %q; want spec.acceptRisks", c.Message, c.Field)
 		}
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/managementv3"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 	"github.com/harvester/upgrade-toolkit/internal/manager"
+	"github.com/harvester/upgrade-toolkit/internal/preflight"
 	"github.com/harvester/upgrade-toolkit/internal/rbactest"
 	"github.com/harvester/upgrade-toolkit/internal/testenv"
 	"github.com/harvester/upgrade-toolkit/internal/webhook"
@@ -49,6 +50,8 @@ var (
 	// seededCA is the near-expiry CA put into the certificate Secret before
 	// the manager started; the manager must have replaced it.
 	seededCA []byte
+	// alertmanager answers the webhook's questions about firing alerts.
+	alertmanager = &fakeAlertmanager{}
 )
 
 // withManager starts the manager, with the webhook registered on the real
@@ -88,7 +91,9 @@ func startManager(ctx context.Context, done chan<- error) error {
 	if err != nil {
 		return err
 	}
+	alertmanager.start()
 	opts = manager.Options{
+		Alerts: preflight.Alertmanager{URL: alertmanager.url},
 		// The tests put plans in made-up phases; nothing must drive them.
 		WithoutReconcilers: true,
 		MetricsAddr:        "0", ProbeAddr: "0", Namespace: cluster.HarvesterNamespace,

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -44,6 +45,9 @@ type Options struct {
 	// ConfigurationName is the ValidatingWebhookConfiguration whose caBundle
 	// the manager keeps current.
 	ConfigurationName string
+	// Alerts, when set, gives the alerts firing, for the risk
+	// CriticalAlertFiring.
+	Alerts preflight.AlertSource
 }
 
 // Setup adds the UpgradePlan webhook and its certificate rotation to the
@@ -67,7 +71,7 @@ func Setup(mgr ctrl.Manager, namespace string, opts Options, upgradeLog bool) er
 	served := make(chan struct{})
 	register := func() error {
 		err := ctrl.NewWebhookManagedBy(mgr).For(&v1beta1.UpgradePlan{}).
-			WithValidator(&planValidator{reader: mgr.GetAPIReader(), configuration: opts.ConfigurationName, upgradeLog: upgradeLog}).
+			WithValidator(&planValidator{reader: mgr.GetAPIReader(), configuration: opts.ConfigurationName, upgradeLog: upgradeLog, alerts: opts.Alerts}).
 			Complete()
 		close(served)
 		return err
@@ -115,6 +119,11 @@ func (a *afterReady) NeedLeaderElection() bool { return false }
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,namespace=fleet-local,resources=machines,verbs=list
 // +kubebuilder:rbac:groups=management.cattle.io,namespace=fleet-local,resources=managedcharts,verbs=list
 // +kubebuilder:rbac:groups=longhorn.io,namespace=longhorn-system,resources=volumes,verbs=list
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,namespace=fleet-local,resources=clusters,verbs=get
+// +kubebuilder:rbac:groups=fleet.cattle.io,namespace=fleet-local,resources=bundles,verbs=list
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=list
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=kube-node-lease,resources=leases,verbs=list
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list
 
 // planValidator admits UpgradePlans.
 type planValidator struct {
@@ -124,6 +133,8 @@ type planValidator struct {
 	configuration string
 	// upgradeLog: the manager captures the upgrade's logs.
 	upgradeLog bool
+	// alerts gives the alerts firing; nil when no Alertmanager is set.
+	alerts preflight.AlertSource
 }
 
 var _ admission.CustomValidator = &planValidator{}
@@ -135,7 +146,7 @@ func (v *planValidator) ValidateCreate(ctx context.Context, obj runtime.Object) 
 	}
 	var facts *preflight.AdmissionFacts
 	if !preflight.AdmissionChecksSkipped(plan) && !preflight.AdmissionChecksDeferred(plan) {
-		if facts, err = preflight.GatherAdmissionFacts(ctx, v.reader, plan); err != nil {
+		if facts, err = preflight.GatherAdmissionFacts(ctx, v.reader, plan, v.alerts, time.Now()); err != nil {
 			return nil, apierrors.NewInternalError(fmt.Errorf("reading the cluster's state to check the plan: %w; "+
 				"retry, or annotate the plan with %s=\"true\" to create it unchecked", err, v1beta1.AnnotationSkipWebhook))
 		}

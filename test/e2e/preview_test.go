@@ -50,7 +50,7 @@ func TestPreview(t *testing.T) {
 	version := run.Sim.Config().To.Harvester
 	plan := &v1beta1.UpgradePlan{Spec: v1beta1.UpgradePlanSpec{Version: &version, Force: ptr.To(false), RestoreVM: ptr.To(true),
 		NodeUpgradeOption: &v1beta1.NodeUpgradeOption{PauseNodes: []string{"node-3"}}}}
-	facts, err := preview.Gather(ctx, c, plan)
+	facts, err := preview.Gather(ctx, c, plan, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

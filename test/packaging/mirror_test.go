@@ -46,3 +46,26 @@ func TestChartImageMirror(t *testing.T) {
 		}
 	}
 }
+
+// TestChartAlertmanager: risks.alertmanagerURL reaches the manager as
+// --alertmanager-url; a value that is no http(s) address is refused by the
+// chart's schema.
+func TestChartAlertmanager(t *testing.T) {
+	const url = "http://rancher-monitoring-alertmanager.cattle-monitoring-system:9093"
+	out, err := run(t, tool(t, "HELM"), "template", release, chartDir, "--namespace", cluster.HarvesterNamespace,
+		"--kube-version", testenv.K8sVersion, "--set", "risks.alertmanagerURL="+url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep := find(decode(t, out), "Deployment", cluster.HarvesterNamespace, "upgrade-toolkit-manager")
+	if dep == nil {
+		t.Fatal("no manager Deployment rendered")
+	}
+	containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+	if args := containers[0].(map[string]any)["args"].([]any); !slices.Contains(args, any("--alertmanager-url="+url)) {
+		t.Errorf("the manager's args %v do not pass --alertmanager-url=%s", args, url)
+	}
+	if _, err := run(t, tool(t, "HELM"), "template", release, chartDir, "--set", "risks.alertmanagerURL=alertmanager:9093"); err == nil {
+		t.Error("an Alertmanager address without a scheme was rendered; the schema should refuse it")
+	}
+}

@@ -94,6 +94,25 @@ type KubernetesStatus struct {
 	PVCName string `json:"pvcName,omitempty"`
 	// +optional
 	PVName string `json:"pvName,omitempty"`
+	// LastPodRefAt is when the last pod using the volume went away, ""
+	// while one uses it.
+	// +optional
+	LastPodRefAt string `json:"lastPodRefAt,omitempty"`
+	// WorkloadsStatus are the pods using the volume.
+	// +optional
+	WorkloadsStatus []WorkloadStatus `json:"workloadsStatus,omitempty"`
+}
+
+// WorkloadStatus is a pod using a volume, with its phase.
+type WorkloadStatus struct {
+	// +optional
+	PodName string `json:"podName,omitempty"`
+	// +optional
+	PodStatus string `json:"podStatus,omitempty"`
+	// +optional
+	WorkloadName string `json:"workloadName,omitempty"`
+	// +optional
+	WorkloadType string `json:"workloadType,omitempty"`
 }
 
 // VolumeList is a list of Volumes.
