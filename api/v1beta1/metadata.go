@@ -46,6 +46,10 @@ const (
 	// ReasonPaused is the Progressing reason of a plan held by spec.paused
 	// at a safe point.
 	ReasonPaused = "Paused"
+	// ReasonOutsideMaintenanceWindow is the node status reason of a node
+	// that waits for a maintenance window before it begins its upgrade
+	// (spec.nodeUpgradeOption.maintenanceWindows).
+	ReasonOutsideMaintenanceWindow = "OutsideMaintenanceWindow"
 )
 
 // Node status reasons of a node whose upgrade failed without its Job failing.
@@ -145,6 +149,17 @@ const (
 	// run strategy still asks it to run, not stopped by the upgrade nor by
 	// its owner (e.g. its virt-launcher pod was deleted by a forced drain).
 	EventVMUnexpectedlyOff = "VMUnexpectedlyOff"
+)
+
+// Event reasons of the maintenance windows
+// (spec.nodeUpgradeOption.maintenanceWindows).
+const (
+	// EventMaintenanceWindowClosed: the nodes that have not begun wait for
+	// the next maintenance window (status.nextMaintenanceWindow).
+	EventMaintenanceWindowClosed = "MaintenanceWindowClosed"
+	// EventMaintenanceWindowOpened: the nodes that waited for a
+	// maintenance window may begin again.
+	EventMaintenanceWindowOpened = "MaintenanceWindowOpened"
 )
 
 // Insight types (status.insights[].type) and the Stalled condition's

@@ -96,11 +96,40 @@ func TestCreateValidation(t *testing.T) {
 			NodeUpgradeOption: &v1beta1.NodeUpgradeOption{PauseNodes: []string{""}}}, "spec.nodeUpgradeOption.pauseNodes[0]"},
 		"duplicate pause node": {v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"),
 			NodeUpgradeOption: &v1beta1.NodeUpgradeOption{PauseNodes: []string{"n1", "n1"}}}, "Duplicate value"},
+		"window start past midnight": {windowSpec(v1beta1.MaintenanceWindow{Start: "24:00", End: "04:00"}),
+			"start must be a time of day as HH:MM on the 24-hour clock, e.g. 22:00"},
+		"window without an end": {windowSpec(v1beta1.MaintenanceWindow{Start: "22:00"}),
+			"end must be a time of day as HH:MM on the 24-hour clock, e.g. 04:00"},
+		"window day in full": {windowSpec(v1beta1.MaintenanceWindow{Days: []string{"Monday"}, Start: "22:00", End: "04:00"}),
+			`spec.nodeUpgradeOption.maintenanceWindows[0].days[0]: Unsupported value: "Monday"`},
+		"window time zone not a name": {windowSpec(v1beta1.MaintenanceWindow{Start: "22:00", End: "04:00", TimeZone: "Europe Berlin"}),
+			"timeZone must be an IANA time zone name, e.g. Europe/Berlin or UTC"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			wantInvalid(t, env.Client.Create(ctx(t), newPlan(tt.spec)), tt.msg)
 		})
+	}
+}
+
+func windowSpec(ws ...v1beta1.MaintenanceWindow) v1beta1.UpgradePlanSpec {
+	return v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), NodeUpgradeOption: &v1beta1.NodeUpgradeOption{MaintenanceWindows: ws}}
+}
+
+// TestMaintenanceWindowDefaults: a window without a time zone is in UTC;
+// the windows may be changed after creation.
+func TestMaintenanceWindowDefaults(t *testing.T) {
+	p := newPlan(windowSpec(v1beta1.MaintenanceWindow{Days: []string{"Sat", "Sun"}, Start: "22:00", End: "04:00"}))
+	if err := env.Client.Create(ctx(t), p); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if tz := p.Spec.NodeUpgradeOption.MaintenanceWindows[0].TimeZone; tz != "UTC" {
+		t.Errorf("time zone %q, want the default UTC", tz)
+	}
+	p.Spec.NodeUpgradeOption.MaintenanceWindows = append(p.Spec.NodeUpgradeOption.MaintenanceWindows,
+		v1beta1.MaintenanceWindow{Start: "00:00", End: "00:00", TimeZone: "America/New_York"})
+	if err := env.Client.Update(ctx(t), p); err != nil {
+		t.Errorf("changing the windows: %v", err)
 	}
 }
 
@@ -266,6 +295,11 @@ func TestCRDDocumentsEverySpecField(t *testing.T) {
 		}
 	}
 	walk("spec", spec)
+	windows := spec.Properties["nodeUpgradeOption"].Properties["maintenanceWindows"]
+	if windows.Items == nil || windows.Items.Schema == nil || len(windows.Items.Schema.Properties) != 4 {
+		t.Fatalf("spec.nodeUpgradeOption.maintenanceWindows has no items of four fields: %+v", windows.Items)
+	}
+	walk("spec.nodeUpgradeOption.maintenanceWindows[]", *windows.Items.Schema)
 	// abort (issue 36) is the eleventh, imageCleanupOption (issue 37) the
 	// twelfth, acceptRisks (issue 38) the thirteenth.
 	if len(spec.Properties) != 13 {

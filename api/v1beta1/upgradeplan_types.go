@@ -271,6 +271,21 @@ type NodeUpgradeOption struct {
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=253
 	ExcludeNodes []string `json:"excludeNodes,omitempty"`
+
+	// MaintenanceWindows are the times a node may begin its upgrade (its
+	// drain, or on a single node its upgrade Job): when one of them is
+	// open. A node whose upgrade has begun finishes when its window closes;
+	// the rest of the upgrade (downloads, image preload, the cluster
+	// upgrade, the image cleanup of upgraded nodes) never waits for a
+	// window. While nodes wait, status.nextMaintenanceWindow says when the
+	// next window opens; no deadline counts the wait. The node Rancher has
+	// reached waits cordoned, its drain held at the pre-drain hook, as with
+	// pauseNodes. Empty: at any time. It may be changed while the plan
+	// runs; spec.paused and pauseNodes hold nodes as well.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	MaintenanceWindows []MaintenanceWindow `json:"maintenanceWindows,omitempty"`
 }
 
 // HealthGateMode is how much the health gate between two nodes checks.
@@ -316,6 +331,20 @@ type UpgradePlanStatus struct {
 	// +optional
 	// +mapType=atomic
 	NodeUpgradeStatuses map[string]NodeUpgradeStatus `json:"nodeUpgradeStatuses,omitempty"`
+
+	// NextMaintenanceWindow is when the next maintenance window opens
+	// (spec.nodeUpgradeOption.maintenanceWindows), set while nodes wait
+	// for it during NodeUpgrade and cleared once they may begin again.
+	// +optional
+	NextMaintenanceWindow *metav1.Time `json:"nextMaintenanceWindow,omitempty"`
+
+	// MaintenanceWindowWaits are the times the node upgrade waited for a
+	// maintenance window with no node under way, newest last: the time a
+	// node's upgrade took (estimates, the Stalled check, the node upgrade
+	// metric) leaves them out. An open wait has no end.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	MaintenanceWindowWaits []Pause `json:"maintenanceWindowWaits,omitempty"`
 
 	// PreviousVersion is the Harvester version the cluster ran when the plan
 	// started (the server-version setting).
@@ -438,11 +467,13 @@ const (
 	MaxInsightMessage = 2048
 )
 
-// Pause is one time the plan was paused.
+// Pause is one time the plan was held: paused (status.pauses) or waiting
+// for a maintenance window (status.maintenanceWindowWaits).
 type Pause struct {
-	// Start is when the controller first saw spec.paused true.
+	// Start is when the controller first saw it held: spec.paused true,
+	// or every node left waiting for a maintenance window.
 	Start metav1.Time `json:"start"`
-	// End is when it first saw it false again; unset while paused.
+	// End is when it first saw it going again; unset while held.
 	// +optional
 	End *metav1.Time `json:"end,omitempty"`
 }

@@ -34,6 +34,7 @@ const (
 	PlanInfoName            = "upgrade_toolkit_plan_info"
 	PlanPausedName          = "upgrade_toolkit_plan_paused"
 	PlanRetriesName         = "upgrade_toolkit_plan_retries"
+	PlanNextWindowName      = "upgrade_toolkit_plan_next_maintenance_window_timestamp_seconds"
 )
 
 // durationBuckets span seconds (a simulated phase) to hours (an ISO
@@ -192,6 +193,9 @@ var (
 		"1 while an unfinished UpgradePlan is paused (spec.paused), else 0.", []string{"plan"}, nil)
 	planRetriesDesc = prometheus.NewDesc(PlanRetriesName,
 		"How many of an UpgradePlan's failures were retried (status.failures).", []string{"plan"}, nil)
+	planNextWindowDesc = prometheus.NewDesc(PlanNextWindowName,
+		"When the next maintenance window opens, as Unix time, while an unfinished UpgradePlan's nodes wait for one (status.nextMaintenanceWindow).",
+		[]string{"plan"}, nil)
 )
 
 // scrapeTimeout bounds the read of the plans at a scrape.
@@ -218,7 +222,7 @@ func (c *Collector) setReader(r client.Reader) {
 // Describe sends the descriptions of the metrics.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{planPhaseDesc, planNodesDesc, sinceProgressDesc, nodeStateSecondsDesc, insightDesc, insightSecondsDesc,
-		planInfoDesc, planPausedDesc, planRetriesDesc} {
+		planInfoDesc, planPausedDesc, planRetriesDesc, planNextWindowDesc} {
 		ch <- d
 	}
 }
@@ -275,6 +279,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			paused = 1
 		}
 		ch <- prometheus.MustNewConstMetric(planPausedDesc, prometheus.GaugeValue, paused, p.Name)
+		if next := p.Status.NextMaintenanceWindow; next != nil {
+			ch <- prometheus.MustNewConstMetric(planNextWindowDesc, prometheus.GaugeValue, float64(next.Unix()), p.Name)
+		}
 		last := time.Time{}
 		if h := p.Status.PhaseTransitionTimestamps; len(h) > 0 {
 			last = h[len(h)-1].PhaseTransitionTimestamp.Time
@@ -315,7 +322,7 @@ func Names() []string {
 		out = append(out, h+"_bucket", h+"_sum", h+"_count")
 	}
 	return append(out, FailuresName, PlanPhaseName, PlanNodesName, SinceProgressName, NodeStateSecondsName, InsightName, InsightSecondsName,
-		PlanInfoName, PlanPausedName, PlanRetriesName)
+		PlanInfoName, PlanPausedName, PlanRetriesName, PlanNextWindowName)
 }
 
 // SetNow sets the clock the plans' state is reported at (tests).

@@ -107,6 +107,7 @@ func TestCollectorReportsEveryPlan(t *testing.T) {
 	running.Status.PreviousVersion = ptr.To("v1.7.1")
 	running.Status.ReleaseMetadata = &v1beta1.ReleaseMetadata{Harvester: "v1.8.0"}
 	running.Status.Failures = []v1beta1.Failure{{Phase: v1beta1.PhaseNodeUpgrading, RetriedAt: ptr.To(metav1.NewTime(t0))}, {Phase: v1beta1.PhaseNodeUpgrading}}
+	running.Status.NextMaintenanceWindow = ptr.To(metav1.NewTime(t0.Add(time.Hour)))
 	// Paused, a plan has not moved on purpose: no time since progress.
 	paused := running.DeepCopy()
 	paused.Name, paused.Spec.Paused = "collect-paused", ptr.To(true)
@@ -131,6 +132,7 @@ func TestCollectorReportsEveryPlan(t *testing.T) {
 		`upgrade_toolkit_plan_info{from_version="v1.7.1",to_version="v1.8.0"}`:     1,
 		`upgrade_toolkit_plan_paused{}`:                                            0,
 		`upgrade_toolkit_plan_retries{}`:                                           1,
+		`upgrade_toolkit_plan_next_maintenance_window_timestamp_seconds{}`:         float64(t0.Add(time.Hour).Unix()),
 	}
 	for k, v := range want {
 		if got[k] != v {
@@ -153,6 +155,7 @@ func TestNamesAreWhatTheManagerExports(t *testing.T) {
 	p.Status.NodeUpgradeStatuses = map[string]v1beta1.NodeUpgradeStatus{"node-1": node(v1beta1.NodeStatePreDraining, 0)}
 	p.Status.PreviousVersion, p.Status.ReleaseMetadata = ptr.To("v1.7.1"), &v1beta1.ReleaseMetadata{Harvester: "v1.8.0"}
 	p.Status.Failures = []v1beta1.Failure{{Phase: v1beta1.PhaseNodeUpgrading, RetriedAt: ptr.To(metav1.NewTime(time.Now()))}}
+	p.Status.NextMaintenanceWindow = ptr.To(metav1.NewTime(time.Now().Add(time.Hour)))
 	p.Status.Insights = []v1beta1.Insight{{Type: v1beta1.InsightStalled, Level: v1beta1.InsightInfo, Impact: v1beta1.ImpactUpgradeStalled,
 		Since: metav1.NewTime(time.Now().Add(-time.Minute)), Objects: []string{"Node/node-1"}, Message: "node node-1 has taken 3m"}}
 	if err := metrics.Register(fake.NewClientBuilder().WithScheme(cluster.Scheme()).WithObjects(p).Build()); err != nil {

@@ -79,6 +79,10 @@ type Node struct {
 	// Breaker says what holds every further drain (the circuit breaker,
 	// see Breaker); empty when it is closed.
 	Breaker string
+	// OutsideWindow says, while no maintenance window is open, when the
+	// next one opens (e.g. "the next opens at …"); empty while a node may
+	// begin its upgrade.
+	OutsideWindow string
 }
 
 // Host is what a node reports of itself (status.nodeInfo and its Ready
@@ -108,6 +112,9 @@ type Decision struct {
 	// Breaker: the circuit breaker holds the node's drain; it has no
 	// deadline, so the health gate's does not run meanwhile.
 	Breaker bool
+	// Window: the node waits for a maintenance window before it begins;
+	// no deadline runs meanwhile, the health gate's neither.
+	Window bool
 	// StartJob is the type of Job to create now (v1beta1.JobType…), or "".
 	StartJob string
 }
@@ -154,6 +161,10 @@ func Breaker(down []string, limit int) string {
 	return fmt.Sprintf("node %s not Ready or unreachable: draining another node would leave %d unavailable, more than "+
 		"spec.nodeUpgradeOption.maxUnavailableNodes (%d); the next node is drained by itself once enough of them are back", names.List(down), len(down)+1, limit)
 }
+
+// WindowPrefix begins the message of a node that waits for a maintenance
+// window.
+const WindowPrefix = "waiting for a maintenance window (spec.nodeUpgradeOption.maintenanceWindows) before this node begins its upgrade: "
 
 // pausedMessage is what a paused node reports; planPausedMessage what a
 // node held by a paused plan reports.
@@ -203,8 +214,22 @@ func NotStarted(s v1beta1.NodeUpgradeState) bool {
 }
 
 // AtHealthGate reports whether the health gate judges the node now: Rancher
-// asks to drain it and it has not begun its upgrade.
-func (n Node) AtHealthGate() bool { return n.PreDrainRequested && NotStarted(n.State) }
+// asks to drain it, it has not begun its upgrade and no closed maintenance
+// window holds it.
+func (n Node) AtHealthGate() bool {
+	return n.PreDrainRequested && NotStarted(n.State) && n.OutsideWindow == ""
+}
+
+// waitForWindow holds a node that has not begun its upgrade until a
+// maintenance window opens.
+func waitForWindow(n *Node) Decision {
+	state := n.State
+	if state == "" {
+		// A node the preload did not record waits as preloaded.
+		state = v1beta1.NodeStateImagePreloaded
+	}
+	return Decision{State: state, Reason: v1beta1.ReasonOutsideMaintenanceWindow, Message: WindowPrefix + n.OutsideWindow, Window: true}
+}
 
 func decide(n *Node, singleNode bool, busy string) Decision {
 	keep := Decision{State: n.State}
@@ -220,6 +245,9 @@ func decide(n *Node, singleNode bool, busy string) Decision {
 			return Decision{State: v1beta1.NodeStateUpgradePaused, Reason: v1beta1.ReasonAdministrativelyPaused, Message: planPausedMessage}
 		}
 		if singleNode {
+			if n.OutsideWindow != "" {
+				return waitForWindow(n)
+			}
 			return Decision{State: v1beta1.NodeStateSingleNodeUpgrading}
 		}
 		if !n.PreDrainRequested {
@@ -230,6 +258,9 @@ func decide(n *Node, singleNode bool, busy string) Decision {
 		}
 		if busy != "" && busy != n.Name {
 			return Decision{State: n.State, Message: "waiting for node " + busy + " to finish its upgrade"}
+		}
+		if n.OutsideWindow != "" {
+			return waitForWindow(n)
 		}
 		if n.Breaker != "" {
 			msg := BreakerPrefix + n.Breaker

@@ -84,6 +84,16 @@ func TestDecideOneNode(t *testing.T) {
 		{"a paused plan holds a node Rancher asks for", Node{State: preloaded, PlanPaused: true, PreDrainRequested: true}, false, paused, "", v1beta1.ReasonAdministrativelyPaused},
 		{"a paused plan lets a draining node finish", Node{State: preDraining, PlanPaused: true, PreDrain: running}, false, preDraining, "", ""},
 		{"a paused plan holds a single node", Node{State: preloaded, PlanPaused: true}, true, paused, "", v1beta1.ReasonAdministrativelyPaused},
+		// maintenance windows
+		{"a closed window holds a node Rancher asks for", Node{State: preloaded, PreDrainRequested: true, OutsideWindow: closed}, false, preloaded, "", v1beta1.ReasonOutsideMaintenanceWindow},
+		{"a closed window holds a resumed node", Node{State: paused, PreDrainRequested: true, OutsideWindow: closed}, false, paused, "", v1beta1.ReasonOutsideMaintenanceWindow},
+		{"a closed window lets a draining node finish", Node{State: preDraining, PreDrain: succeeded, OutsideWindow: closed}, false, preDrained, "", ""},
+		{"a closed window lets a node go on to its OS upgrade", Node{State: preDrained, PostDrainRequested: true, OutsideWindow: closed}, false, postDrain, "", ""},
+		{"a closed window lets a node come back", Node{State: waiting, Before: before, Host: back, Target: target, OutsideWindow: closed}, false, postDrained, "", ""},
+		{"pausing wins over a closed window", Node{State: preloaded, PlanPaused: true, PreDrainRequested: true, OutsideWindow: closed}, false, paused, "", v1beta1.ReasonAdministrativelyPaused},
+		{"a paused node stays paused in a closed window", Node{State: preloaded, Paused: true, PreDrainRequested: true, OutsideWindow: closed}, false, paused, "", v1beta1.ReasonAdministrativelyPaused},
+		{"a closed window holds a single node", Node{State: preloaded, OutsideWindow: closed}, true, preloaded, "", v1beta1.ReasonOutsideMaintenanceWindow},
+		{"a closed window lets a single node finish", Node{State: single, SingleNodeUpgrade: succeeded, OutsideWindow: closed}, true, waiting, "", ""},
 		// out of order and duplicate events never move a node back
 		{"late pre-drain failure after success", Node{State: preDrained, PreDrain: failed}, false, preDrained, "", ""},
 		{"late running report after post-drain", Node{State: waiting, PostDrain: running}, false, waiting, "", ""},
@@ -113,6 +123,27 @@ func TestDecideOneNode(t *testing.T) {
 				t.Errorf("decision moves %q back to %q", tt.node.State, d.State)
 			}
 		})
+	}
+}
+
+// closed is what a node held by a closed maintenance window is told.
+const closed = "the next opens at 2026-11-28T21:00:00Z (Sat 22:00 Europe/Berlin)"
+
+// TestWindowHoldsWithoutTheGate: a node a closed window holds is not judged
+// by the health gate or the breaker (no deadline may run), and says when
+// the next window opens.
+func TestWindowHoldsWithoutTheGate(t *testing.T) {
+	n := Node{Name: "n", State: preloaded, PreDrainRequested: true, OutsideWindow: closed, Unhealthy: "volume v degraded", Breaker: "node m down"}
+	if n.AtHealthGate() {
+		t.Error("the health gate judges a node a closed window holds")
+	}
+	d := Decide([]Node{n}, false)[0]
+	if !d.Window || d.HealthGate || d.Breaker || d.Message != WindowPrefix+closed {
+		t.Errorf("decision %+v", d)
+	}
+	n.OutsideWindow = ""
+	if !n.AtHealthGate() {
+		t.Error("the window open, the health gate does not judge the node")
 	}
 }
 
@@ -159,7 +190,7 @@ func TestDecideIntoReusesItsArray(t *testing.T) {
 func TestEveryOrderOfEventsIsForwardOnly(t *testing.T) {
 	jobs := []Job{{}, running, succeeded, failed}
 	for _, state := range append(v1beta1.AllNodeStates(), "") {
-		for mask := 0; mask < 64; mask++ {
+		for mask := 0; mask < 128; mask++ {
 			for _, pre := range jobs {
 				for _, post := range jobs {
 					for _, single := range []bool{false, true} {
@@ -169,6 +200,9 @@ func TestEveryOrderOfEventsIsForwardOnly(t *testing.T) {
 						if mask&8 != 0 {
 							n.Host = back
 						}
+						if mask&64 != 0 {
+							n.OutsideWindow = closed
+						}
 						// The rules themselves, not Decide's guard against a
 						// backward move, must move forward only.
 						d := decide(&n, single, "")
@@ -177,6 +211,9 @@ func TestEveryOrderOfEventsIsForwardOnly(t *testing.T) {
 						}
 						if d.StartJob != "" && d.State != state {
 							t.Fatalf("%+v: a Job is started in the same pass as a state change", n)
+						}
+						if n.OutsideWindow != "" && NotStarted(state) && !NotStarted(d.State) {
+							t.Fatalf("%+v (single=%v) began its upgrade (%s) outside every maintenance window", n, single, d.State)
 						}
 					}
 				}

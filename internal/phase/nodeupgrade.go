@@ -18,6 +18,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/kept"
 	"github.com/harvester/upgrade-toolkit/internal/names"
 	"github.com/harvester/upgrade-toolkit/internal/nodestate"
+	"github.com/harvester/upgrade-toolkit/internal/window"
 )
 
 // activeJobType is the node Job a node runs in each state of the drain slot.
@@ -122,9 +123,9 @@ func (NodeUpgrade) Run(ctx context.Context, s *Scope) (Result, error) {
 func (s *Scope) stepNode(ctx context.Context, n *nodestate.Node, d nodestate.Decision, obs *observation, failed bool) (string, error) {
 	var failure string
 	before := s.Plan.Status.NodeUpgradeStatuses[n.Name].Message
-	if d.Breaker {
-		// The breaker has no deadline; the health gate's starts again
-		// once it lets go.
+	if d.Breaker || d.Window {
+		// The breaker and the maintenance windows have no deadline; the
+		// health gate's starts again once they let go.
 		s.clearHealthGateSince(n.Name)
 	}
 	if d.HealthGate {
@@ -273,7 +274,7 @@ func (s *Scope) nodeFailure(ctx context.Context, node string, d nodestate.Decisi
 // waits for.
 func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs *observation, restoring []string) Result {
 	var paused, todo, excluded, cleanFailed, cleaning []string
-	active, held, unscheduled, done, cleaned := "", "", false, 0, 0
+	active, held, unscheduled, done, cleaned, toBegin := "", "", false, 0, 0, 0
 	for i := range nodes {
 		n := &nodes[i]
 		st := s.nodeState(n.Name)
@@ -293,6 +294,7 @@ func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs
 			}
 		case st == v1beta1.NodeStateUpgradePaused && s.Plan.HoldsNode(n.Name):
 			paused = append(paused, n.Name)
+			toBegin++
 		case nodestate.UnderWay(st):
 			active = fmt.Sprintf("upgrading node %s (%s)", n.Name, st)
 			if j := obs.jobs[activeJobType[st]][n.Name]; j != nil {
@@ -310,8 +312,12 @@ func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs
 				held = "node " + n.Name + " held by the " + msg
 			}
 			todo = append(todo, n.Name)
+			toBegin++
 		}
 	}
+	w := obs.windows
+	waiting := w.closed && toBegin > 0 && !s.Plan.AbortRequested()
+	s.recordWindowWait(w, waiting, waiting && active == "", len(nodes)-done)
 	if done == len(nodes) && len(obs.postDrainPending) == 0 && len(restoring) == 0 {
 		return Done()
 	}
@@ -325,7 +331,13 @@ func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs
 		parts = append(parts, "aborting (spec.abort): no other node starts, the plan ends Aborted once the node under way is back")
 	} else if s.Plan.IsPaused() {
 		if active == "" && len(restoring) == 0 && len(obs.postDrainPending) == 0 && len(cleaning) == 0 {
-			return Hold("paused (spec.paused) during NodeUpgrade: %s, no node under way; set spec.paused to false to resume", parts[0])
+			resume := "set spec.paused to false to resume"
+			if waiting {
+				// Paused wins the message; the window still holds after.
+				resume += "; the nodes left then wait for a maintenance window: " + w.hold
+			}
+			return Hold("paused (spec.paused) during NodeUpgrade: %s, no node under way; %s", parts[0], resume).
+				After(w.nextWindowChange(s.Clock.Now(), waiting, toBegin > 0))
 		}
 		parts = append(parts, "pausing (spec.paused): no other node starts once the one under way is done")
 		if len(cleaning) > 0 {
@@ -335,7 +347,12 @@ func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs
 	if active != "" {
 		parts = append(parts, active)
 	}
-	if held != "" {
+	switch {
+	case waiting && active != "":
+		parts = append(parts, "no maintenance window is open: no other node begins once this one is done; "+w.hold)
+	case waiting:
+		parts = append(parts, fmt.Sprintf("waiting for a maintenance window (%s): %s; %d nodes left", window.Path, w.hold, len(nodes)-done))
+	case held != "":
 		parts = append(parts, held)
 	}
 	if len(paused) > 0 && !s.Plan.IsPaused() && !s.Plan.AbortRequested() {
@@ -343,7 +360,7 @@ func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs
 	}
 	if done == len(nodes) && len(obs.postDrainPending) > 0 {
 		parts = append(parts, "waiting for Rancher to finish the last node (machine-plan Secret "+list(obs.postDrainPending)+" still has "+cluster.AnnotationRancherPostDrain+")")
-	} else if active == "" && held == "" && len(paused) == 0 && len(todo) > 0 && s.Plan.Status.SingleNode == nil {
+	} else if active == "" && held == "" && !waiting && len(paused) == 0 && len(todo) > 0 && s.Plan.Status.SingleNode == nil {
 		parts = append(parts, "waiting for Rancher to start on the next node ("+list(todo)+")")
 	}
 	if len(restoring) > 0 {
@@ -364,6 +381,10 @@ func nodeUpgradeProgress(ctx context.Context, s *Scope, nodes []corev1.Node, obs
 		// A pending pod changes nothing the plan watches until its Job's
 		// deadline: look again for what the scheduler says.
 		r = r.After(unscheduledRecheck)
+	}
+	if d := w.nextWindowChange(s.Clock.Now(), waiting, toBegin > 0); d > 0 && (r.RequeueAfter == 0 || d < r.RequeueAfter) {
+		// Nothing watched changes as a window opens or closes: look then.
+		r = r.After(d)
 	}
 	return r
 }

@@ -31,6 +31,8 @@ type observation struct {
 	// nextDeadline is when the first node waiting in a state with a
 	// deadline is overdue; zero when none waits.
 	nextDeadline time.Time
+	// windows is how the maintenance windows stand.
+	windows windows
 }
 
 // observations are the observations of passes that ended, whose arrays the
@@ -76,6 +78,7 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 	rm := s.Plan.Status.ReleaseMetadata
 	target := nodestate.Target{OSImage: rm.OS, KubeletVersion: release.KubeletVersionOf(rm.Kubernetes)}
 	now := s.Clock.Now()
+	obs.windows = s.maintenanceWindows(now)
 	preDrains, postDrains := obs.jobs[jobspec.PreDrain], obs.jobs[jobspec.PostDrain]
 	singleNodeUpgrades := obs.jobs[jobspec.SingleNodeUpgrade]
 	for i := range nodes {
@@ -102,6 +105,7 @@ func observeNodes(ctx context.Context, s *Scope, nodes []corev1.Node, singleNode
 			Host:              hostOf(n),
 			Before:            nodestate.Host{BootID: st.PreviousBootID, OSImage: st.PreviousOSImage},
 			Target:            target,
+			OutsideWindow:     obs.windows.hold,
 		}
 		sec := planSecrets[n.Name]
 		if sec != nil {

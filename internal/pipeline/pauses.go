@@ -8,26 +8,40 @@ import (
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 )
 
-// maxPauses bounds status.pauses; past it the two oldest merge into one
-// that spans both, which only ever lengthens a deadline.
+// maxPauses bounds status.pauses and status.maintenanceWindowWaits; past
+// it the two oldest merge into one that spans both, which only ever
+// lengthens a deadline.
 const maxPauses = 16
 
 // RecordPause keeps status.pauses up to date with spec.paused as seen at
 // now: a pause opens when the plan is first seen paused and closes when it
 // is first seen running again. It reports whether it changed the status.
 func RecordPause(st *v1beta1.UpgradePlanStatus, paused bool, now time.Time) bool {
-	open := len(st.Pauses) > 0 && st.Pauses[len(st.Pauses)-1].End == nil
+	return record(&st.Pauses, paused, now)
+}
+
+// RecordWindowWait keeps status.maintenanceWindowWaits up to date, as
+// RecordPause does status.pauses: waiting is whether the node upgrade
+// waits for a maintenance window with no node under way.
+func RecordWindowWait(st *v1beta1.UpgradePlanStatus, waiting bool, now time.Time) bool {
+	return record(&st.MaintenanceWindowWaits, waiting, now)
+}
+
+// record opens a span of holds when held and none is open, and closes the
+// open one when not held.
+func record(spans *[]v1beta1.Pause, held bool, now time.Time) bool {
+	open := len(*spans) > 0 && (*spans)[len(*spans)-1].End == nil
 	switch {
-	case paused && !open:
-		st.Pauses = append(st.Pauses, v1beta1.Pause{Start: metav1.NewTime(now)})
-		if len(st.Pauses) > maxPauses {
-			st.Pauses[1].Start = st.Pauses[0].Start
-			st.Pauses = st.Pauses[1:]
+	case held && !open:
+		*spans = append(*spans, v1beta1.Pause{Start: metav1.NewTime(now)})
+		if len(*spans) > maxPauses {
+			(*spans)[1].Start = (*spans)[0].Start
+			*spans = (*spans)[1:]
 		}
 		return true
-	case !paused && open:
+	case !held && open:
 		end := metav1.NewTime(now)
-		st.Pauses[len(st.Pauses)-1].End = &end
+		(*spans)[len(*spans)-1].End = &end
 		return true
 	}
 	return false

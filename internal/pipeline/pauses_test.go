@@ -4,6 +4,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 )
 
@@ -51,5 +54,28 @@ func TestPausesStretchDeadlines(t *testing.T) {
 	}
 	if got := PausedSince(st, at(0), at(1000)); got < 60*time.Minute+2*maxPauses*time.Minute {
 		t.Errorf("merging old pauses lost paused time: %s", got)
+	}
+}
+
+// TestWindowWaitsAreNotPauses: a wait for a maintenance window is recorded
+// on its own, stretches no deadline, and ends, with the next window
+// forgotten, when the plan ends.
+func TestWindowWaitsAreNotPauses(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	st := &v1beta1.UpgradePlanStatus{CurrentPhase: v1beta1.PhaseNodeUpgrading}
+	if !RecordWindowWait(st, true, t0) || RecordWindowWait(st, true, t0.Add(time.Minute)) {
+		t.Fatal("a wait must open once")
+	}
+	if len(st.Pauses) != 0 || len(st.MaintenanceWindowWaits) != 1 {
+		t.Fatalf("pauses %+v, waits %+v", st.Pauses, st.MaintenanceWindowWaits)
+	}
+	if d := Deadline(st, t0, time.Hour, t0.Add(2*time.Hour)); !d.Equal(t0.Add(time.Hour)) {
+		t.Errorf("a wait for a window stretched a deadline to %s", d)
+	}
+	next := metav1.NewTime(t0.Add(10 * time.Hour))
+	st.NextMaintenanceWindow = &next
+	SetPhase(st, v1beta1.PhaseFailed, t0.Add(time.Hour))
+	if st.NextMaintenanceWindow != nil || st.MaintenanceWindowWaits[0].End == nil || !st.MaintenanceWindowWaits[0].End.Equal(ptr.To(metav1.NewTime(t0.Add(time.Hour)))) {
+		t.Errorf("a failed plan still waits for a window: next %v, waits %+v", st.NextMaintenanceWindow, st.MaintenanceWindowWaits)
 	}
 }

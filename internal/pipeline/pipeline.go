@@ -85,7 +85,8 @@ func Next(p v1beta1.UpgradePlanPhase) (v1beta1.UpgradePlanPhase, bool) {
 }
 
 // SetPhase moves the status to a phase and records the transition in the
-// history, one entry per phase change. It reports whether anything changed.
+// history, one entry per phase change; a terminal phase ends any wait for
+// a maintenance window. It reports whether anything changed.
 func SetPhase(st *v1beta1.UpgradePlanStatus, p v1beta1.UpgradePlanPhase, now time.Time) bool {
 	if st.CurrentPhase == p {
 		return false
@@ -95,6 +96,12 @@ func SetPhase(st *v1beta1.UpgradePlanStatus, p v1beta1.UpgradePlanPhase, now tim
 		Phase:                    p,
 		PhaseTransitionTimestamp: metav1.NewTime(now),
 	})
+	if p.IsTerminal() {
+		// A plan that ended, failed or aborted waits for no maintenance
+		// window.
+		st.NextMaintenanceWindow = nil
+		RecordWindowWait(st, false, now)
+	}
 	return true
 }
 

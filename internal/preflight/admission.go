@@ -242,6 +242,7 @@ func AdmitCreate(p *v1beta1.UpgradePlan, facts *AdmissionFacts) AdmissionResult 
 	r.add(judged(ReasonAnnotations, "the annotations are valid", admitAnnotations(nil, p.Annotations)))
 	r.add(judged(ReasonForce, "the eligibility check is not skipped", admissionForceWarning(nil, p)))
 	r.add(judged(ReasonAbort, "no abort asked for, or one the plan can honour", admitAbort(nil, p)))
+	r.add(judged(ReasonMaintenanceWindows, "the maintenance windows can be read", admitMaintenanceWindows(nil, p)))
 	r.add(judged(ReasonAcceptRisks, "every accepted risk is one of the catalogue", admitAcceptRisks(nil, p)))
 	if AdmissionChecksSkipped(p) || facts == nil {
 		return r

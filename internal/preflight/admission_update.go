@@ -25,6 +25,7 @@ func AdmitUpdate(before, after *v1beta1.UpgradePlan, managedNodeNames []string) 
 	r.add(judged(ReasonForce, "the eligibility check is not skipped", admissionForceWarning(before, after)))
 	r.add(judged(ReasonRetry, "no retry asked for, or one the plan can take", admitRetry(before, after)))
 	r.add(judged(ReasonAbort, "no abort asked for, or one the plan can honour", admitAbort(before, after)))
+	r.add(judged(ReasonMaintenanceWindows, "the maintenance windows can be read", admitMaintenanceWindows(before, after)))
 	r.add(judged(ReasonAcceptRisks, "every risk accepted is one of the catalogue", admitAcceptRisks(before, after)))
 	// A plan that waits for a retry is judged as a running one: it goes on
 	// from where it failed.

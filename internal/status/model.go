@@ -17,6 +17,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
+	"github.com/harvester/upgrade-toolkit/internal/window"
 )
 
 // Status is the progress of one plan at one moment.
@@ -46,6 +47,8 @@ type Status struct {
 	Logs *Logs `json:"logs,omitempty"`
 	// Stalled is the node or step that overran its estimate, if any.
 	Stalled *Stall `json:"stalled,omitempty"`
+	// Windows are the plan's maintenance windows, nil when it has none.
+	Windows *Windows `json:"maintenanceWindows,omitempty"`
 	// Insights are the plan's status.insights: what the toolkit sees
 	// wrong now, most severe first.
 	Insights []v1beta1.Insight `json:"insights,omitempty"`
@@ -118,6 +121,16 @@ type Node struct {
 type Waiting struct {
 	For   string      `json:"for"`
 	Since metav1.Time `json:"since"`
+}
+
+// Windows are the maintenance windows a node may begin its upgrade in
+// (spec.nodeUpgradeOption.maintenanceWindows).
+type Windows struct {
+	// Windows says them, e.g. "Sat,Sun 22:00-04:00 Europe/Berlin".
+	Windows string `json:"windows"`
+	// NextOpen is when the next one opens while nodes wait for it
+	// (status.nextMaintenanceWindow).
+	NextOpen *metav1.Time `json:"nextOpen,omitempty"`
 }
 
 // Warning is a warning event about the plan.
@@ -200,6 +213,9 @@ func FromPlan(p *v1beta1.UpgradePlan, previous *v1beta1.UpgradePlan, now time.Ti
 	case !p.IsFinished() && c != nil && c.Message != "":
 		s.Waiting = &Waiting{For: firstLine(c.Message), Since: waitingSince(st, c)}
 	}
+	if ws := p.MaintenanceWindows(); len(ws) > 0 {
+		s.Windows = &Windows{Windows: window.Describe(ws), NextOpen: st.NextMaintenanceWindow}
+	}
 	s.Checks, s.Failures = st.Checks, st.Failures
 	if !p.IsFinished() && st.CurrentPhase != "" {
 		s.Estimate = estimate(s, previous, now)
@@ -241,7 +257,8 @@ var upgradedStates = map[v1beta1.NodeUpgradeState]bool{
 // whose upgrade is recorded as done at a known time (done, keyed by node),
 // and which node upgrades now, since when. Nodes upgrade one at a time, so
 // a node's upgrade begins when the NodeUpgrade phase begins or the node
-// before it finished, whichever is later.
+// before it finished, whichever is later, or once a wait for a
+// maintenance window after that ended.
 func NodeUpgradeTimes(st *v1beta1.UpgradePlanStatus, done map[string]time.Time) (took map[string]time.Duration, current string, since time.Time) {
 	started, ok := pipeline.EnteredAt(st, v1beta1.PhaseNodeUpgrading)
 	if !ok {
@@ -255,15 +272,28 @@ func NodeUpgradeTimes(st *v1beta1.UpgradePlanStatus, done map[string]time.Time) 
 	took = map[string]time.Duration{}
 	prev := started
 	for _, n := range names {
-		took[n] = done[n].Sub(prev)
+		took[n] = done[n].Sub(begunAfter(st, prev, done[n]))
 		prev = done[n]
 	}
 	for n, ns := range st.NodeUpgradeStatuses {
 		if _, finished := done[n]; !finished && inUpgrade(ns.State) {
-			current, since = n, prev
+			current, since = n, begunAfter(st, prev, time.Time{})
 		}
 	}
 	return took, current, since
+}
+
+// begunAfter is when the upgrade of the node after the one that finished
+// at prev began: at prev, or, when the node upgrade then waited for a
+// maintenance window with no node under way, as the wait ended; only
+// waits that ended by until count (zero: any).
+func begunAfter(st *v1beta1.UpgradePlanStatus, prev, until time.Time) time.Time {
+	for _, w := range st.MaintenanceWindowWaits {
+		if w.End != nil && w.End.After(prev) && (until.IsZero() || !w.End.After(until)) {
+			prev = w.End.Time
+		}
+	}
+	return prev
 }
 
 // inUpgrade reports whether a state is part of a node's own upgrade.
@@ -424,6 +454,12 @@ func estimate(s *Status, previous *v1beta1.UpgradePlan, now time.Time) *Estimate
 	}
 	if len(parts) == 0 {
 		return nil
+	}
+	if w := s.Windows; w != nil && w.NextOpen != nil && w.NextOpen.After(now) {
+		// The nodes wait for it first; a window that closes again before
+		// they are done is not counted.
+		left += w.NextOpen.Sub(now)
+		parts = append(parts, fmt.Sprintf("%s until the next maintenance window", round(w.NextOpen.Sub(now))))
 	}
 	method := strings.Join(parts, " + ")
 	if len(unknown) > 0 {

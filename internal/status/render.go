@@ -40,6 +40,13 @@ func Text(s *Status) string {
 	if w := s.Waiting; w != nil {
 		fmt.Fprintf(&b, "waiting   %s (since %s)\n", w.For, w.Since.UTC().Format(time.TimeOnly))
 	}
+	if w := s.Windows; w != nil {
+		fmt.Fprintf(&b, "windows   %s", w.Windows)
+		if w.NextOpen != nil {
+			fmt.Fprintf(&b, "; closed: nodes wait for the next, at %s", w.NextOpen.UTC().Format(time.RFC3339))
+		}
+		b.WriteString("\n")
+	}
 	if s.Error != "" {
 		fmt.Fprintf(&b, "error     %s\n", s.Error)
 	}

@@ -327,3 +327,45 @@ func TestTextAborted(t *testing.T) {
 		t.Errorf("the text does not show the abort:\n%s", text)
 	}
 }
+
+// TestWindowWaitsAreNotUpgradeTime: node-2 waited for a maintenance window
+// from 160s (node-1 done) to 400s, then began: its upgrade, running, has
+// taken 20s, not 260s, so it is not stalled; the view shows the windows,
+// and, while nodes wait, when the next opens, which the estimate counts.
+func TestWindowWaitsAreNotUpgradeTime(t *testing.T) {
+	p := plan("hvst-upgrade-w", v1beta1.PhaseNodeUpgrading, 100)
+	withNodes(p, "node-1", v1beta1.NodeStatePostDrained, 160, "node-2", v1beta1.NodeStatePreDraining, 400, "node-3", v1beta1.NodeStateImagePreloaded, 50)
+	p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{MaintenanceWindows: []v1beta1.MaintenanceWindow{{Days: []string{"Sat"}, Start: "22:00", End: "04:00", TimeZone: "Europe/Berlin"}}}
+	p.Status.MaintenanceWindowWaits = []v1beta1.Pause{{Start: at(160), End: ptr.To(at(400))}}
+	s := FromPlan(p, nil, t0.Add(420*time.Second))
+	for _, n := range s.Nodes {
+		if n.Name == "node-2" && (n.Upgrade == nil || n.Upgrade.Duration != 20*time.Second || !n.Upgrading) {
+			t.Errorf("node-2's upgrade %+v, want 20s running", n)
+		}
+	}
+	if s.Stalled != nil {
+		t.Errorf("the wait for the window made node-2 stalled: %+v", s.Stalled)
+	}
+	// node-1 finished before the wait: its time is whole.
+	took, _, _ := NodeUpgradeTimes(&p.Status, DoneTimes(&p.Status))
+	if took["node-1"] != 60*time.Second {
+		t.Errorf("node-1 took %s, want 1m0s", took["node-1"])
+	}
+	if !strings.Contains(Text(s), "windows   Sat 22:00-04:00 Europe/Berlin\n") {
+		t.Errorf("the view does not show the windows:\n%s", Text(s))
+	}
+
+	// Waiting now: the view says when the next window opens, and the
+	// estimate waits for it.
+	waiting := plan("hvst-upgrade-w", v1beta1.PhaseNodeUpgrading, 100)
+	withNodes(waiting, "node-1", v1beta1.NodeStatePostDrained, 160, "node-2", v1beta1.NodeStateImagePreloaded, 50)
+	waiting.Spec.NodeUpgradeOption = p.Spec.NodeUpgradeOption
+	waiting.Status.NextMaintenanceWindow = ptr.To(at(3760))
+	s = FromPlan(waiting, nil, t0.Add(160*time.Second))
+	if text := Text(s); !strings.Contains(text, "windows   Sat 22:00-04:00 Europe/Berlin; closed: nodes wait for the next, at 2026-11-25T09:02:40Z\n") {
+		t.Errorf("the view does not say when the next window opens:\n%s", text)
+	}
+	if e := s.Estimate; e == nil || e.Left.Duration != 60*time.Second+time.Hour || !strings.Contains(e.Method, "1h0m0s until the next maintenance window") {
+		t.Errorf("estimate %+v, want one node's minute and the hour until the window", e)
+	}
+}

@@ -77,6 +77,8 @@ type scenario struct {
 	// broken is an invariant the scenario's world makes the upgrade break
 	// (e.g. a pod whose image no node has): it must be, and only it.
 	broken string
+	// timeout bounds the whole scenario; 3 minutes when unset.
+	timeout time.Duration
 }
 
 // settings is what the upgrade changes for its duration and must put back.
@@ -134,7 +136,11 @@ func seed(t *testing.T) uint64 {
 
 func (sc scenario) run(t *testing.T) *v1beta1.UpgradePlan {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	timeout := sc.timeout
+	if timeout == 0 {
+		timeout = 3 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	run, err := simrun.Start(ctx, sc.sim)
 	if err != nil {
