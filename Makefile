@@ -149,7 +149,7 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 
 .PHONY: test
 test: deps tools vet ## Run the unit, integration (envtest), packaging and end-to-end tests.
-	$(WORLD_ENV) KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" go test $(TEST_PKGS) -count=1 -timeout 50m $(TEST_ARGS)
+	$(WORLD_ENV) KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" go test $(TEST_PKGS) -count=1 -timeout 70m $(TEST_ARGS)
 	$(MAKE) --no-print-directory test-alerts
 	$(MAKE) --no-print-directory fuzz
 
