@@ -9,6 +9,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -51,7 +52,7 @@ func PrepareRetry(ctx context.Context, s *Scope) (Result, error) {
 				continue
 			}
 			stale = append(stale, fmt.Sprintf("Job %s/%s", j.Namespace, j.Name))
-			if err := s.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			if err := s.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground), sameObject(j)); ignoreGone(err) != nil {
 				return Result{}, fmt.Errorf("deleting the failed Job %s/%s: %w", j.Namespace, j.Name, err)
 			}
 		}
@@ -64,7 +65,7 @@ func PrepareRetry(ctx context.Context, s *Scope) (Result, error) {
 		}
 		if state, _ := cluster.ImageImport(img); found && state == cluster.ImportFailed {
 			stale = append(stale, fmt.Sprintf("VirtualMachineImage %s/%s", img.Namespace, img.Name))
-			if err := s.Client.Delete(ctx, img); client.IgnoreNotFound(err) != nil {
+			if err := s.Client.Delete(ctx, img, sameObject(img)); ignoreGone(err) != nil {
 				return Result{}, fmt.Errorf("deleting the failed release ISO %s/%s: %w", img.Namespace, img.Name, err)
 			}
 		}
@@ -115,4 +116,22 @@ func Resume(ctx context.Context, s *Scope, retry string) error {
 	st.ObservedRetry = retry
 	pipeline.SetPhase(st, f.Phase, now.Time)
 	return nil
+}
+
+// sameObject deletes obj only if it is still the object the cache showed:
+// a later pass may see, in a cache not yet caught up, a failed Job that
+// system-upgrade-controller (or a phase) has already made again under the
+// same name, and must not delete the new one.
+func sameObject(obj client.Object) client.Preconditions {
+	uid := obj.GetUID()
+	return client.Preconditions{UID: &uid}
+}
+
+// ignoreGone ignores the error of a deletion whose object is gone, or was
+// replaced by another of the same name (sameObject's precondition).
+func ignoreGone(err error) error {
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
 }
