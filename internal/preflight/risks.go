@@ -3,7 +3,6 @@ package preflight
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -204,6 +203,3 @@ func admitAcceptRisks(before, after *v1beta1.UpgradePlan) AdmissionResult {
 	}
 	return r
 }
-
-// ObjectsOf joins the objects of the risks found, for a message.
-func ObjectsOf(v Verdict) string { return strings.Join(v.Objects, ", ") }

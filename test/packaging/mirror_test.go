@@ -25,17 +25,7 @@ func TestChartImageMirror(t *testing.T) {
 		"rancher/harvester-upgrade-toolkit", "docker.io/rancher/harvester-upgrade-toolkit", "upgrade-toolkit",
 		"registry.example.com/harvester-upgrade-toolkit", "localhost:5000/team/upgrade-toolkit",
 	} {
-		out, err := run(t, tool(t, "HELM"), "template", release, chartDir, "--namespace", cluster.HarvesterNamespace,
-			"--kube-version", testenv.K8sVersion, "--set", "image.repository="+repository, "--set", "image.tag="+imageTag, "--set", "imageMirror="+registry)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dep := find(decode(t, out), "Deployment", cluster.HarvesterNamespace, "upgrade-toolkit-manager")
-		if dep == nil {
-			t.Fatal("no manager Deployment rendered")
-		}
-		containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
-		c := containers[0].(map[string]any)
+		c := managerContainer(t, "image.repository="+repository, "image.tag="+imageTag, "imageMirror="+registry)
 		want := mirror.Rewrite(repository + ":" + imageTag)
 		if c["image"] != want {
 			t.Errorf("repository %s: the manager runs %v, want %s (as the manager rewrites it)", repository, c["image"], want)
@@ -52,8 +42,23 @@ func TestChartImageMirror(t *testing.T) {
 // chart's schema.
 func TestChartAlertmanager(t *testing.T) {
 	const url = "http://rancher-monitoring-alertmanager.cattle-monitoring-system:9093"
-	out, err := run(t, tool(t, "HELM"), "template", release, chartDir, "--namespace", cluster.HarvesterNamespace,
-		"--kube-version", testenv.K8sVersion, "--set", "risks.alertmanagerURL="+url)
+	if args := managerContainer(t, "risks.alertmanagerURL="+url)["args"].([]any); !slices.Contains(args, any("--alertmanager-url="+url)) {
+		t.Errorf("the manager's args %v do not pass --alertmanager-url=%s", args, url)
+	}
+	if _, err := run(t, tool(t, "HELM"), "template", release, chartDir, "--set", "risks.alertmanagerURL=alertmanager:9093"); err == nil {
+		t.Error("an Alertmanager address without a scheme was rendered; the schema should refuse it")
+	}
+}
+
+// managerContainer renders the chart with the given --set values and returns
+// the manager Deployment's container.
+func managerContainer(t *testing.T, sets ...string) map[string]any {
+	t.Helper()
+	args := []string{"template", release, chartDir, "--namespace", cluster.HarvesterNamespace, "--kube-version", testenv.K8sVersion}
+	for _, v := range sets {
+		args = append(args, "--set", v)
+	}
+	out, err := run(t, tool(t, "HELM"), args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,10 +67,5 @@ func TestChartAlertmanager(t *testing.T) {
 		t.Fatal("no manager Deployment rendered")
 	}
 	containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
-	if args := containers[0].(map[string]any)["args"].([]any); !slices.Contains(args, any("--alertmanager-url="+url)) {
-		t.Errorf("the manager's args %v do not pass --alertmanager-url=%s", args, url)
-	}
-	if _, err := run(t, tool(t, "HELM"), "template", release, chartDir, "--set", "risks.alertmanagerURL=alertmanager:9093"); err == nil {
-		t.Error("an Alertmanager address without a scheme was rendered; the schema should refuse it")
-	}
+	return containers[0].(map[string]any)
 }
