@@ -92,10 +92,20 @@ func (c *Checker) checkHold(key string, h heldPod, now time.Time) {
 		return
 	}
 	held := now.Sub(later(h.since, c.managerStart))
+	c.longestHold[h.plan] = max(c.longestHold[h.plan], held)
 	if held > c.holdAllowance {
 		c.report(Violation{Plan: h.plan, Rule: RulePodHeld, Message: fmt.Sprintf(
 			"pod %s was held by the log capture's finalizer %s after its deletion began (allowed: %s)", key, held.Round(100*time.Millisecond), c.holdAllowance)})
 	}
+}
+
+// LongestHold is the longest a pod of the plan was held by the log
+// capture, counted as RulePodHeld counts it; zero before a manager started
+// or when no pod was held.
+func (c *Checker) LongestHold(plan string) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.longestHold[plan]
 }
 
 func later(a, b time.Time) time.Time {

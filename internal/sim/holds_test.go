@@ -48,6 +48,9 @@ func TestCheckerPodHeld(t *testing.T) {
 	if len(v) != 1 || v[0].Rule != RulePodHeld || v[0].Plan != "up" {
 		t.Fatalf("violations %v, want one %s for pod ns/long", v, RulePodHeld)
 	}
+	if got := c.LongestHold("up"); got < 150*time.Millisecond || got > time.Minute {
+		t.Errorf("longest hold %s, want the 150 ms or more ns/long was held", got)
+	}
 
 	// Still held at the plan's end.
 	c.ObservePod(pod("stuck", now, true))

@@ -119,6 +119,9 @@ type Checker struct {
 	held          map[string]heldPod
 	managerStart  time.Time
 	holdAllowance time.Duration
+	// longestHold is, by plan, the longest a pod of it was held past the
+	// start of its hold's count.
+	longestHold map[string]time.Duration
 	// checked counts the states checked.
 	checked int
 }
@@ -144,6 +147,7 @@ func NewChecker() *Checker {
 	return &Checker{
 		plans: map[string]*planTrack{}, cordoned: map[string]bool{}, preCordon: map[string]bool{},
 		ranBefore: map[string]bool{}, seen: map[Violation]bool{}, jobs: map[string]jobTrack{}, held: map[string]heldPod{},
+		longestHold: map[string]time.Duration{},
 	}
 }
 

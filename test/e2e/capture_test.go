@@ -22,27 +22,31 @@ import (
 
 // TestCaptureNeverCostsTheUpgrade: on a 3-node cluster whose kubelets
 // refuse every request of the API server (logs and stats), an upgrade with
-// the log capture on ends Succeeded within 1.1 times the wall time of the
-// same upgrade with the capture off. Every log is marked incomplete with
-// its reason, the UpgradeLog's Incomplete condition and one Warning event
-// per node name the kubelets, `status` shows it, the metric counts it, and
-// no pod was held past the capture's bound (RulePodHeld, checked in every
-// scenario).
+// the log capture on ends Succeeded, every log marked incomplete with its
+// reason, the UpgradeLog's Incomplete condition and one Warning event per
+// node naming the kubelets, `status` showing it and the metric counting
+// it; no pod was held past the capture's bound (RulePodHeld, checked in
+// every scenario). Its wall time is compared with the same upgrade's with
+// the capture off: the bound here (1.5x) catches a capture on the critical
+// path (it once cost 15x, silently) and stays clear of a loaded machine's
+// noise (13% seen in CI, beside the chaos package); the precise cost, on a
+// quiet machine, is BenchmarkCapture's (docs/benchmarks.md).
 func TestCaptureNeverCostsTheUpgrade(t *testing.T) {
-	off := refusedUpgrade(t, false)
-	on := refusedUpgrade(t, true)
-	t.Logf("3 nodes, every kubelet refusing: %s with the capture off, %s with it on (%.2fx)", off.Round(time.Millisecond), on.Round(time.Millisecond), on.Seconds()/off.Seconds())
-	if on.Seconds() > 1.1*off.Seconds() {
-		t.Errorf("the capture cost the upgrade: %s with it on, %s off (more than 1.1x)", on, off)
+	off, _ := refusedUpgrade(t, false)
+	on, held := refusedUpgrade(t, true)
+	t.Logf("3 nodes, every kubelet refusing: %s with the capture off, %s with it on (%.2fx); the longest a pod was held: %s",
+		off.Round(time.Millisecond), on.Round(time.Millisecond), on.Seconds()/off.Seconds(), held.Round(time.Millisecond))
+	if on.Seconds() > 1.5*off.Seconds() {
+		t.Errorf("the capture cost the upgrade: %s with it on, %s off (more than 1.5x)", on, off)
 	}
 }
 
 // refusedUpgrade runs a 3-node upgrade, with steps a person could watch,
 // whose kubelets refuse the API server from the start, and returns its wall
-// time, from the plan's creation to its end (released).
-func refusedUpgrade(t *testing.T, capture bool) time.Duration {
+// time, from the plan's creation to its end (released), and the longest a
+// pod of it was held by the capture.
+func refusedUpgrade(t *testing.T, capture bool) (wall, held time.Duration) {
 	var start time.Time
-	var wall time.Duration
 	var incompleteBefore float64
 	scenario{
 		sim: sim.Config{Nodes: 3, Timing: sim.DemoTiming()},
@@ -64,13 +68,14 @@ func refusedUpgrade(t *testing.T, capture bool) time.Duration {
 		},
 		after: func(t *testing.T, ctx context.Context, run *simrun.Run) {
 			wall = time.Since(start)
+			held = run.Checker.LongestHold(onlyPlan(t, ctx, run))
 			if capture {
 				checkIncompleteLogs(t, ctx, run, incompleteBefore)
 			}
 		},
 		want: v1beta1.PhaseSucceeded,
 	}.run(t)
-	return wall
+	return wall, held
 }
 
 // checkIncompleteLogs: every kept log is marked incomplete, why, and said
