@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/nodestate"
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
 	"github.com/harvester/upgrade-toolkit/internal/sim"
@@ -29,15 +30,26 @@ import (
 // The world's floor: what a phase cannot take less than in the world it
 // runs in. A phase's critical path is its Jobs, from their creation to
 // their end (the real Job controller, scheduler and kwok, and the
-// simulated work), and, in NodeUpgrade, the nodes' reboots; the floor of a
-// phase is the time within it during which one of them was under way, as a
-// watch of the world sees them. What a phase takes beyond its floor is the
-// toolkit's own time (and the latency of the watches). The image cleanup
-// that runs during NodeUpgrade is not on its path: it counts for
-// ImageCleanup only, within that phase.
+// simulated work), and, in NodeUpgrade, the nodes' reboots and Rancher's
+// turns in the rollout of each machine (its drain, with the evictions and
+// migrations it waits for, the new plan applied, the uncordon: from the
+// toolkit's answer to a drain hook to Rancher's next request or the end of
+// the machine's drain, read from the machine-plan Secret's annotations);
+// the floor of a phase is the time within it during which one of them was
+// under way, as a watch of the world sees them. What a phase takes beyond
+// its floor is the toolkit's own time (and the latency of the watches).
+// The image cleanup that runs during NodeUpgrade is not on its path: it
+// counts for ImageCleanup only, within that phase.
 
 // span is an interval of the world's work; end is zero while it lasts.
 type span struct{ start, end time.Time }
+
+// The kinds of the world's work on a critical path.
+const (
+	workJob     = "Jobs"
+	workReboot  = "reboots"
+	workRancher = "Rancher's turns"
+)
 
 // timeline records the world's work by the step whose critical path it is
 // on, and when the plan entered each step, as the watches see them.
@@ -45,7 +57,8 @@ type timeline struct {
 	mu      sync.Mutex
 	jobs    map[string]*stepSpan // by namespace/name
 	reboots map[string]*span     // the reboot under way, by node
-	done    []stepSpan           // reboots that ended
+	rancher map[string]*span     // Rancher's turn under way, by machine-plan Secret
+	done    []stepSpan           // reboots and Rancher's turns that ended
 	entered map[string]time.Time // by step
 	// lastUpgraded and succeeded: when the plan's last node was recorded
 	// upgraded, and when the plan reached Succeeded.
@@ -54,6 +67,7 @@ type timeline struct {
 
 type stepSpan struct {
 	step string
+	kind string
 	span
 }
 
@@ -68,7 +82,7 @@ var jobSteps = map[string]string{
 // watchWorld starts the watches of the plan's Jobs and of the nodes'
 // reboots; the plan's states come through see.
 func watchWorld(ctx context.Context, cfg *rest.Config) (*timeline, error) {
-	t := &timeline{jobs: map[string]*stepSpan{}, reboots: map[string]*span{}, entered: map[string]time.Time{}}
+	t := &timeline{jobs: map[string]*stepSpan{}, reboots: map[string]*span{}, rancher: map[string]*span{}, entered: map[string]time.Time{}}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -94,10 +108,22 @@ func watchWorld(ctx context.Context, cfg *rest.Config) (*timeline, error) {
 	if _, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onNode, UpdateFunc: func(_, o any) { onNode(o) }}); err != nil {
 		return nil, err
 	}
+	secrets := metadatainformer.NewFilteredMetadataInformer(metadata.NewForConfigOrDie(cfg),
+		schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, cluster.FleetLocalNamespace, 0, cache.Indexers{},
+		func(o *metav1.ListOptions) { o.LabelSelector = cluster.LabelMachineName }).Informer()
+	onSecret := func(o any) {
+		if s, ok := o.(*metav1.PartialObjectMetadata); ok {
+			t.machine(s.Name, rancherTurn(s.Annotations))
+		}
+	}
+	if _, err := secrets.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onSecret, UpdateFunc: func(_, o any) { onSecret(o) }}); err != nil {
+		return nil, err
+	}
 	go jobs.RunWithContext(ctx)
 	go nodes.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), jobs.HasSynced, nodes.HasSynced) {
-		return nil, fmt.Errorf("listing Jobs and Nodes to time the world: %w", ctx.Err())
+	go secrets.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), jobs.HasSynced, nodes.HasSynced, secrets.HasSynced) {
+		return nil, fmt.Errorf("listing Jobs, Nodes and machine-plan Secrets to time the world: %w", ctx.Err())
 	}
 	return t, nil
 }
@@ -113,7 +139,7 @@ func (t *timeline) job(j *batchv1.Job) {
 	key := j.Namespace + "/" + j.Name + "/" + string(j.UID)
 	s := t.jobs[key]
 	if s == nil {
-		s = &stepSpan{step: step, span: span{start: now}}
+		s = &stepSpan{step: step, kind: workJob, span: span{start: now}}
 		t.jobs[key] = s
 	}
 	if s.end.IsZero() && slices.ContainsFunc(j.Status.Conditions, func(c batchv1.JobCondition) bool {
@@ -124,18 +150,39 @@ func (t *timeline) job(j *batchv1.Job) {
 }
 
 func (t *timeline) node(name string, rebooting bool) {
+	t.track(t.reboots, name, workReboot, rebooting)
+}
+
+func (t *timeline) machine(secret string, rancherBusy bool) {
+	t.track(t.rancher, secret, workRancher, rancherBusy)
+}
+
+// track opens the NodeUpgrade work of a kind under way on key, or ends it.
+func (t *timeline) track(open map[string]*span, key, kind string, busy bool) {
 	now := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	open := t.reboots[name]
+	s := open[key]
 	switch {
-	case rebooting && open == nil:
-		t.reboots[name] = &span{start: now}
-	case !rebooting && open != nil:
-		open.end = now
-		t.done = append(t.done, stepSpan{step: v1beta1.StepNodeUpgrade, span: *open})
-		delete(t.reboots, name)
+	case busy && s == nil:
+		open[key] = &span{start: now}
+	case !busy && s != nil:
+		s.end = now
+		t.done = append(t.done, stepSpan{step: v1beta1.StepNodeUpgrade, kind: kind, span: *s})
+		delete(open, key)
 	}
+}
+
+// rancherTurn: the machine whose plan Secret has these annotations is in
+// Rancher's hands: its rollout began (drain options written) and no drain
+// hook of the toolkit's awaits its answer.
+func rancherTurn(ann map[string]string) bool {
+	awaits := func(request, answer string) bool {
+		return ann[request] != "" && ann[answer] != ann[request]
+	}
+	return ann[cluster.AnnotationRancherDrainOptions] != "" &&
+		!awaits(cluster.AnnotationRancherPreDrain, v1beta1.AnnotationPreHook) &&
+		!awaits(cluster.AnnotationRancherPostDrain, v1beta1.AnnotationPostHook)
 }
 
 // see records one state of the plan: the step it is in, and whether its
@@ -205,19 +252,25 @@ func (t *timeline) phases() map[string]time.Duration {
 }
 
 // floors returns each step's floor: the time, within the step, during
-// which work on its critical path was under way.
-func (t *timeline) floors() map[string]time.Duration {
+// which work on its critical path was under way; of the kinds given, or of
+// every kind without one.
+func (t *timeline) floors(kinds ...string) map[string]time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	work := slices.Clone(t.done)
 	for _, s := range t.jobs {
 		work = append(work, *s)
 	}
+	for _, open := range []map[string]*span{t.reboots, t.rancher} {
+		for _, s := range open {
+			work = append(work, stepSpan{step: v1beta1.StepNodeUpgrade, span: *s})
+		}
+	}
 	out := map[string]time.Duration{}
 	for name, in := range t.steps() {
 		var spans []span
 		for _, w := range work {
-			if w.step == name {
+			if w.step == name && (len(kinds) == 0 || slices.Contains(kinds, w.kind)) {
 				spans = append(spans, w.span)
 			}
 		}
@@ -254,8 +307,9 @@ func covered(spans []span, from, to time.Time) time.Duration {
 	return total + cur.end.Sub(cur.start)
 }
 
-// floorTimes lists each phase's time beside its floor, in pipeline order.
-func floorTimes(phases, floors map[string]time.Duration) string {
+// floorTimes lists each phase's time beside its floor, in pipeline order,
+// and, where they differ, beside the floor of its Jobs and reboots alone.
+func floorTimes(phases, floors, jobsAndReboots map[string]time.Duration) string {
 	var b strings.Builder
 	for _, st := range pipeline.Steps {
 		d, ok := phases[st.Name]
@@ -263,7 +317,11 @@ func floorTimes(phases, floors map[string]time.Duration) string {
 		if !ok || f <= 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "  floor      %-20s %s of %s: %.2fx\n", st.Name, f.Round(time.Millisecond), d.Round(time.Millisecond), d.Seconds()/f.Seconds())
+		fmt.Fprintf(&b, "  floor      %-20s %s of %s: %.2fx", st.Name, f.Round(time.Millisecond), d.Round(time.Millisecond), d.Seconds()/f.Seconds())
+		if j := jobsAndReboots[st.Name]; j > 0 && j != f {
+			fmt.Fprintf(&b, " (%s of %s alone: %.2fx)", workJob+" and "+workReboot, j.Round(time.Millisecond), d.Seconds()/j.Seconds())
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }
@@ -285,6 +343,39 @@ func TestCovered(t *testing.T) {
 	} {
 		if got := covered(tc.spans, at(tc.from), at(tc.to)); got != tc.want {
 			t.Errorf("%s: covered %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// Rancher's turn in a machine's rollout, as the machine-plan Secret's
+// annotations say it, step by step of the handshake.
+func TestRancherTurn(t *testing.T) {
+	const opts = `{"enabled":true}`
+	for _, tc := range []struct {
+		name string
+		ann  map[string]string
+		want bool
+	}{
+		{"not rolling", nil, false},
+		{"drain options written: cordon, ask the pre-drain hook", map[string]string{cluster.AnnotationRancherDrainOptions: opts}, true},
+		{"pre-drain hook asked", map[string]string{cluster.AnnotationRancherDrainOptions: opts, cluster.AnnotationRancherPreDrain: opts}, false},
+		{"pre-drain hook answered: drain, apply, ask the post-drain hook", map[string]string{
+			cluster.AnnotationRancherDrainOptions: opts, cluster.AnnotationRancherPreDrain: opts, v1beta1.AnnotationPreHook: opts,
+		}, true},
+		{"post-drain hook asked", map[string]string{
+			cluster.AnnotationRancherDrainOptions: opts, cluster.AnnotationRancherPreDrain: opts, v1beta1.AnnotationPreHook: opts,
+			cluster.AnnotationRancherUncordon: opts, cluster.AnnotationRancherPostDrain: opts,
+		}, false},
+		{"post-drain hook answered: uncordon, clear", map[string]string{
+			cluster.AnnotationRancherDrainOptions: opts, cluster.AnnotationRancherPreDrain: opts, v1beta1.AnnotationPreHook: opts,
+			cluster.AnnotationRancherUncordon: opts, cluster.AnnotationRancherPostDrain: opts, v1beta1.AnnotationPostHook: opts,
+		}, true},
+		{"a stale answer to another rollout", map[string]string{
+			cluster.AnnotationRancherDrainOptions: opts, cluster.AnnotationRancherPreDrain: opts, v1beta1.AnnotationPreHook: `{}`,
+		}, false},
+	} {
+		if got := rancherTurn(tc.ann); got != tc.want {
+			t.Errorf("%s: Rancher's turn %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

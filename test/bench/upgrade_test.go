@@ -166,10 +166,11 @@ type result struct {
 	// Succeeded: what the operator's window waits for once nothing is
 	// at risk any more.
 	tail time.Duration
-	// floors are the world's floor of each phase (floor_test.go), and
-	// watchedPhases each phase's time as the same watch saw it, to the
-	// millisecond (the metrics' phases have the status's whole seconds).
-	floors, watchedPhases map[string]time.Duration
+	// floors are the world's floor of each phase (floor_test.go),
+	// jobFloors the floor of its Jobs and reboots alone, and watchedPhases
+	// each phase's time as the same watch saw it, to the millisecond (the
+	// metrics' phases have the status's whole seconds).
+	floors, jobFloors, watchedPhases map[string]time.Duration
 }
 
 // total is the number of API requests.
@@ -195,7 +196,7 @@ func (r *result) String() string {
 		fmt.Fprintf(&b, "  reconciles %-12s %d\n", c, r.reconciles[c])
 	}
 	b.WriteString(phaseTimes(r.phases))
-	b.WriteString(floorTimes(r.watchedPhases, r.floors))
+	b.WriteString(floorTimes(r.watchedPhases, r.floors, r.jobFloors))
 	b.WriteString(r.churn)
 	var keys []string
 	for k := range r.requests {
@@ -286,7 +287,8 @@ func upgrade(b *testing.B, u upgradeRun) *result {
 	after := mgr.scrape(b)
 	r := &result{nodes: nodes, wall: wall, reconciles: after.reconciles, requests: after.requests, bytes: before.bytes, reconcileTime: after.reconcileTime, cpu: before.cpu,
 		writes: after.writes(), quietWrites: after.writes() - before.writes(), quiet: map[string]int{}, phases: after.phases,
-		nodeUpdates: churn.total(), churn: churn.String(), tail: world.tail(), floors: world.floors(), watchedPhases: world.phases()}
+		nodeUpdates: churn.total(), churn: churn.String(), tail: world.tail(), floors: world.floors(),
+		jobFloors: world.floors(workJob, workReboot), watchedPhases: world.phases()}
 	for _, v := range before.bytes {
 		r.sent += v.Sent
 		r.received += v.Received
