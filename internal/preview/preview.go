@@ -26,6 +26,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/helper"
 	"github.com/harvester/upgrade-toolkit/internal/preflight"
 	"github.com/harvester/upgrade-toolkit/internal/release"
+	"github.com/harvester/upgrade-toolkit/internal/window"
 )
 
 // The preview's checks, by reason: the admission checks the webhook runs
@@ -33,6 +34,9 @@ import (
 const (
 	ReasonAdmission   preflight.Reason = "admission"
 	ReasonEligibility preflight.Reason = "eligibility"
+	// ReasonMaintenanceWindow says when the first node would begin, when
+	// the plan sets maintenance windows.
+	ReasonMaintenanceWindow preflight.Reason = "maintenance-window"
 )
 
 // Report is the preview of an upgrade; its JSON form is reportJSON.
@@ -172,13 +176,16 @@ const placeholderName = "upgrade-preview"
 func Build(plan *v1beta1.UpgradePlan, f *Facts) Report {
 	rep := Report{Target: target(plan), RunningVersion: f.RunningVersion, NotChecked: notChecked(plan)}
 	rep.Checks = append(admissionChecks(plan, f.Admission), eligibilityCheck(plan, f))
+	if c, ok := windowCheck(plan, f.Admission.Now); ok {
+		rep.Checks = append(rep.Checks, c)
+	}
 	for _, v := range preflight.Risks(plan, f.Admission) {
 		rep.Risks = append(rep.Risks, Risk{Name: string(v.Reason), Level: v.Level(), Accepted: preflight.Accepted(plan, v.Reason),
 			Objects: v.Objects, Message: v.Message})
 	}
 	rep.VolumesAtRisk = volumesAtRisk(f.Admission)
 	rep.Nodes = nodes(plan, f.Admission, rep.VolumesAtRisk)
-	rep.Estimate = estimate(rep.Nodes)
+	rep.Estimate = estimate(rep.Nodes, plan.MaintenanceWindows())
 	rep.WouldRun = !slices.ContainsFunc(rep.Checks, func(c preflight.Verdict) bool { return c.Result == v1beta1.CheckFailed })
 	return rep
 }
@@ -241,6 +248,29 @@ func eligibilityCheck(plan *v1beta1.UpgradePlan, f *Facts) preflight.Verdict {
 		c.Message += " (minUpgradableVersion " + minimum + ")"
 	}
 	return c
+}
+
+// windowCheck says whether a node may begin its drain at now, and when the
+// next window opens when it may not; no verdict without windows, or with
+// windows the admission check refuses.
+func windowCheck(plan *v1beta1.UpgradePlan, now time.Time) (preflight.Verdict, bool) {
+	ws := plan.MaintenanceWindows()
+	sched, err := window.Parse(ws)
+	if err != nil || sched.Always() {
+		return preflight.Verdict{}, false
+	}
+	if sched.Open(now) {
+		until := "it does not close"
+		if closes := sched.Closes(now); !closes.IsZero() {
+			until = "until " + closes.UTC().Format(time.RFC3339)
+		}
+		return preflight.Passed(ReasonMaintenanceWindow, "a maintenance window (%s) is open now, %s: a node that begins its drain by then finishes, "+
+			"the next nodes wait for the next window", window.Describe(ws), until), true
+	}
+	c := preflight.Warning(ReasonMaintenanceWindow, "no maintenance window (%s) is open now: the phases before the node upgrade run at once, "+
+		"and the first node begins its drain when the next window opens, %s", window.Describe(ws), sched.NextOpen(now))
+	c.Fix = "start the plan later, or add a window to spec.nodeUpgradeOption.maintenanceWindows"
+	return c, true
 }
 
 // notChecked: what the upgrade checks later, because it needs the ISO or the
@@ -416,7 +446,7 @@ const (
 	costShutdown = 2 * time.Minute
 )
 
-func estimate(nodes []Node) Estimate {
+func estimate(nodes []Node, windows []v1beta1.MaintenanceWindow) Estimate {
 	total := costCluster
 	migrations, shutdowns, paused := 0, 0, 0
 	for _, n := range nodes {
@@ -433,6 +463,9 @@ func estimate(nodes []Node) Estimate {
 		costCluster, costNode, len(nodes), costMigration, migrations, costShutdown, shutdowns)
 	if paused > 0 {
 		model += fmt.Sprintf("; not counted: the time %d paused node(s) wait for you", paused)
+	}
+	if len(windows) > 0 {
+		model += "; not counted: the time the nodes wait for a maintenance window (" + window.Describe(windows) + ")"
 	}
 	return Estimate{Minutes: int(total / time.Minute), Model: model}
 }

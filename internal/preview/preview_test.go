@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -299,6 +300,29 @@ func TestBuild(t *testing.T) {
 				t.Errorf("no failure for the missing Version: %+v", r.Checks)
 			}
 		},
+	}, {
+		name:  "a maintenance window closed now: the first node waits for it",
+		plan:  plan(saturdayNights),
+		facts: func(f *Facts) { f.Admission.Now = time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC) },
+		run:   true,
+		check: func(t *testing.T, r Report) {
+			if !hasVerdict(r, v1beta1.CheckWarning, ReasonMaintenanceWindow, "the first node begins its drain when the next window opens, 2026-11-28T22:00:00Z (Sat 22:00 UTC)") {
+				t.Errorf("no warning saying when the window opens: %+v", r.Checks)
+			}
+			if !strings.Contains(r.Estimate.Model, "wait for a maintenance window (Sat 22:00-04:00 UTC)") {
+				t.Errorf("the estimate does not say it leaves out the windows: %s", r.Estimate.Model)
+			}
+		},
+	}, {
+		name:  "a maintenance window open now: until when",
+		plan:  plan(saturdayNights),
+		facts: func(f *Facts) { f.Admission.Now = time.Date(2026, 11, 28, 23, 0, 0, 0, time.UTC) },
+		run:   true,
+		check: func(t *testing.T, r Report) {
+			if !hasVerdict(r, v1beta1.CheckPassed, ReasonMaintenanceWindow, "is open now, until 2026-11-29T04:00:00Z") {
+				t.Errorf("no verdict saying the window is open and until when: %+v", r.Checks)
+			}
+		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := healthy()
@@ -321,6 +345,12 @@ func TestBuild(t *testing.T) {
 			}
 		})
 	}
+}
+
+// saturdayNights sets one maintenance window, Saturday 22:00 to Sunday
+// 04:00 UTC.
+func saturdayNights(p *v1beta1.UpgradePlan) {
+	p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{MaintenanceWindows: []v1beta1.MaintenanceWindow{{Days: []string{"Sat"}, Start: "22:00", End: "04:00"}}}
 }
 
 func TestWriteText(t *testing.T) {
