@@ -13,12 +13,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
@@ -39,7 +41,10 @@ import (
 // under way, as a watch of the world sees them. What a phase takes beyond
 // its floor is the toolkit's own time (and the latency of the watches).
 // The image cleanup that runs during NodeUpgrade is not on its path: it
-// counts for ImageCleanup only, within that phase.
+// counts for ImageCleanup only, within that phase, with the removal of the
+// plan's Jobs and pods that the plan's end waits for (the garbage
+// collector's deletion of a deleted Job's pods, and a pod's termination
+// once the log capture let it go; the capture's hold is the toolkit's).
 
 // span is an interval of the world's work; end is zero while it lasts.
 type span struct{ start, end time.Time }
@@ -49,6 +54,7 @@ const (
 	workJob     = "Jobs"
 	workReboot  = "reboots"
 	workRancher = "Rancher's turns"
+	workRemoval = "removals"
 )
 
 // timeline records the world's work by the step whose critical path it is
@@ -58,8 +64,12 @@ type timeline struct {
 	jobs    map[string]*stepSpan // by namespace/name
 	reboots map[string]*span     // the reboot under way, by node
 	rancher map[string]*span     // Rancher's turn under way, by machine-plan Secret
-	done    []stepSpan           // reboots and Rancher's turns that ended
-	entered map[string]time.Time // by step
+	done    []stepSpan           // reboots, Rancher's turns and removals that ended
+	// deletedJobs are when the plan's Jobs were seen deleted, by UID;
+	// removing the plan's pods being removed, by namespace/name.
+	deletedJobs map[types.UID]time.Time
+	removing    map[string]*podRemoval
+	entered     map[string]time.Time // by step
 	// lastUpgraded and succeeded: when the plan's last node was recorded
 	// upgraded, and when the plan reached Succeeded.
 	lastUpgraded, succeeded time.Time
@@ -79,10 +89,15 @@ var jobSteps = map[string]string{
 	v1beta1.ComponentImageCleanup:   v1beta1.StepImageCleanup,
 }
 
+func newTimeline() *timeline {
+	return &timeline{jobs: map[string]*stepSpan{}, reboots: map[string]*span{}, rancher: map[string]*span{}, entered: map[string]time.Time{},
+		deletedJobs: map[types.UID]time.Time{}, removing: map[string]*podRemoval{}}
+}
+
 // watchWorld starts the watches of the plan's Jobs and of the nodes'
 // reboots; the plan's states come through see.
 func watchWorld(ctx context.Context, cfg *rest.Config) (*timeline, error) {
-	t := &timeline{jobs: map[string]*stepSpan{}, reboots: map[string]*span{}, rancher: map[string]*span{}, entered: map[string]time.Time{}}
+	t := newTimeline()
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -95,7 +110,28 @@ func watchWorld(ctx context.Context, cfg *rest.Config) (*timeline, error) {
 			t.job(j)
 		}
 	}
-	if _, err := jobs.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onJob, UpdateFunc: func(_, o any) { onJob(o) }}); err != nil {
+	onJobGone := func(o any) {
+		if j, ok := deleted(o).(*batchv1.Job); ok {
+			t.jobGone(j.UID)
+		}
+	}
+	if _, err := jobs.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onJob, UpdateFunc: func(_, o any) { onJob(o) }, DeleteFunc: onJobGone}); err != nil {
+		return nil, err
+	}
+	pods := metadatainformer.NewFilteredMetadataInformer(metadata.NewForConfigOrDie(cfg),
+		schema.GroupVersionResource{Version: "v1", Resource: "pods"}, "", 0, cache.Indexers{},
+		func(o *metav1.ListOptions) { o.LabelSelector = v1beta1.LabelUpgradePlan }).Informer()
+	onPod := func(o any) {
+		if p, ok := o.(*metav1.PartialObjectMetadata); ok {
+			t.pod(p)
+		}
+	}
+	onPodGone := func(o any) {
+		if p, ok := deleted(o).(*metav1.PartialObjectMetadata); ok {
+			t.podGone(p.Namespace + "/" + p.Name)
+		}
+	}
+	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onPod, UpdateFunc: func(_, o any) { onPod(o) }, DeleteFunc: onPodGone}); err != nil {
 		return nil, err
 	}
 	nodes := metadatainformer.NewFilteredMetadataInformer(metadata.NewForConfigOrDie(cfg),
@@ -122,8 +158,9 @@ func watchWorld(ctx context.Context, cfg *rest.Config) (*timeline, error) {
 	go jobs.RunWithContext(ctx)
 	go nodes.RunWithContext(ctx)
 	go secrets.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), jobs.HasSynced, nodes.HasSynced, secrets.HasSynced) {
-		return nil, fmt.Errorf("listing Jobs, Nodes and machine-plan Secrets to time the world: %w", ctx.Err())
+	go pods.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), jobs.HasSynced, nodes.HasSynced, secrets.HasSynced, pods.HasSynced) {
+		return nil, fmt.Errorf("listing Jobs, Nodes, pods and machine-plan Secrets to time the world: %w", ctx.Err())
 	}
 	return t, nil
 }
@@ -171,6 +208,61 @@ func (t *timeline) track(open map[string]*span, key, kind string, busy bool) {
 		t.done = append(t.done, stepSpan{step: v1beta1.StepNodeUpgrade, kind: kind, span: *s})
 		delete(open, key)
 	}
+}
+
+// podRemoval is a pod of the plan on its way out: when nothing held it
+// any more.
+type podRemoval struct{ free time.Time }
+
+// deleted unwraps a deletion the informer missed the last state of.
+func deleted(o any) any {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		return d.Obj
+	}
+	return o
+}
+
+func (t *timeline) jobGone(uid types.UID) {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.deletedJobs[uid] = now
+}
+
+// pod records the world's part of a pod's removal: from its Job's deletion
+// to the garbage collector's deletion of the pod, and from when the log
+// capture let it go to its end (podGone).
+func (t *timeline) pod(p *metav1.PartialObjectMetadata) {
+	if p.DeletionTimestamp == nil {
+		return
+	}
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	key := p.Namespace + "/" + p.Name
+	r := t.removing[key]
+	if r == nil {
+		r = &podRemoval{}
+		if owner := metav1.GetControllerOfNoCopy(p); owner != nil {
+			if at, ok := t.deletedJobs[owner.UID]; ok {
+				t.done = append(t.done, stepSpan{step: v1beta1.StepImageCleanup, kind: workRemoval, span: span{at, now}})
+			}
+		}
+		t.removing[key] = r
+	}
+	if r.free.IsZero() && !slices.Contains(p.Finalizers, v1beta1.FinalizerLogCapture) {
+		r.free = now
+	}
+}
+
+func (t *timeline) podGone(key string) {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r := t.removing[key]; r != nil && !r.free.IsZero() {
+		t.done = append(t.done, stepSpan{step: v1beta1.StepImageCleanup, kind: workRemoval, span: span{r.free, now}})
+	}
+	delete(t.removing, key)
 }
 
 // rancherTurn: the machine whose plan Secret has these annotations is in
@@ -377,5 +469,31 @@ func TestRancherTurn(t *testing.T) {
 		if got := rancherTurn(tc.ann); got != tc.want {
 			t.Errorf("%s: Rancher's turn %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A pod's removal counts from its Job's deletion to the garbage
+// collector's deletion of the pod, and from the log capture's release to
+// its end; the capture's hold does not count.
+func TestRemovalLeavesOutTheCapturesHold(t *testing.T) {
+	tl := newTimeline()
+	tl.entered[v1beta1.StepImageCleanup] = time.Now()
+	pod := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p",
+		OwnerReferences: []metav1.OwnerReference{{Kind: "Job", Name: "j", UID: "job-uid", Controller: ptr.To(true)}},
+		Finalizers:      []string{v1beta1.FinalizerLogCapture}}}
+	tl.pod(pod) // not being deleted: nothing
+	tl.jobGone("job-uid")
+	time.Sleep(20 * time.Millisecond) // the garbage collector
+	pod.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	tl.pod(pod)
+	time.Sleep(100 * time.Millisecond) // held by the capture
+	pod.Finalizers = nil
+	tl.pod(pod)
+	time.Sleep(20 * time.Millisecond) // terminating
+	tl.podGone("ns/p")
+	tl.succeeded = time.Now()
+	got := tl.floors(workRemoval)[v1beta1.StepImageCleanup]
+	if got < 40*time.Millisecond || got >= 100*time.Millisecond {
+		t.Errorf("removal floor %s, want the 40 ms or so of the collector and the termination, without the capture's 100 ms hold", got)
 	}
 }
