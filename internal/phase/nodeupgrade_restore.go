@@ -37,11 +37,14 @@ func restoreVMs(ctx context.Context, s *Scope, nodes []corev1.Node, obs *observa
 	for i := range nodes {
 		n := &nodes[i]
 		st := s.Plan.Status.NodeUpgradeStatuses[n.Name]
+		if !nodestate.Upgraded(st.State) || cluster.IsWitness(n) {
+			continue
+		}
 		vms := cm.Data[n.Name]
 		if !s.Plan.RestoreVMEnabled() {
 			vms = strings.Join(l.Consented(n.Name), ",")
 		}
-		if !nodestate.Upgraded(st.State) || strings.TrimSpace(vms) == "" || cluster.IsWitness(n) {
+		if strings.TrimSpace(vms) == "" {
 			continue
 		}
 		j := obs.jobs[jobspec.RestoreVM][n.Name]

@@ -43,7 +43,12 @@ func (s *Scope) nodeVMs(ctx context.Context, nodes []corev1.Node, l *vmledger.Le
 		if c, ok := counts[node]; ok {
 			vms = &c
 		}
-		troubles := l.Troubles(node)
+		// Only a draining node's VMs can be in trouble: reading every
+		// node's is a pass over the whole ledger per node.
+		var troubles []vmledger.VMTrouble
+		if st.State == v1beta1.NodeStatePreDraining {
+			troubles = l.Troubles(node)
+		}
 		if st.State != v1beta1.NodeStatePreDraining || len(troubles) == 0 {
 			s.putVMs(node, vms)
 			if st.State == v1beta1.NodeStatePreDraining && vms != nil && vms.ToMove > 0 {
