@@ -66,9 +66,10 @@ type timeline struct {
 	rancher map[string]*span     // Rancher's turn under way, by machine-plan Secret
 	done    []stepSpan           // reboots, Rancher's turns and removals that ended
 	// deletedJobs are when the plan's Jobs were seen deleted, by UID;
-	// removing the plan's pods being removed, by namespace/name.
+	// removing are the plan's pods being deleted, by namespace/name, with
+	// when nothing held them any more (zero while the capture holds one).
 	deletedJobs map[types.UID]time.Time
-	removing    map[string]*podRemoval
+	removing    map[string]time.Time
 	entered     map[string]time.Time // by step
 	// lastUpgraded and succeeded: when the plan's last node was recorded
 	// upgraded, and when the plan reached Succeeded.
@@ -91,14 +92,19 @@ var jobSteps = map[string]string{
 
 func newTimeline() *timeline {
 	return &timeline{jobs: map[string]*stepSpan{}, reboots: map[string]*span{}, rancher: map[string]*span{}, entered: map[string]time.Time{},
-		deletedJobs: map[types.UID]time.Time{}, removing: map[string]*podRemoval{}}
+		deletedJobs: map[types.UID]time.Time{}, removing: map[string]time.Time{}}
 }
 
-// watchWorld starts the watches of the plan's Jobs and of the nodes'
-// reboots; the plan's states come through see.
+// watchWorld starts the watches of the plan's Jobs and pods, of the
+// nodes' reboots and of the machine-plan Secrets; the plan's states come
+// through see.
 func watchWorld(ctx context.Context, cfg *rest.Config) (*timeline, error) {
 	t := newTimeline()
 	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +124,7 @@ func watchWorld(ctx context.Context, cfg *rest.Config) (*timeline, error) {
 	if _, err := jobs.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onJob, UpdateFunc: func(_, o any) { onJob(o) }, DeleteFunc: onJobGone}); err != nil {
 		return nil, err
 	}
-	pods := metadatainformer.NewFilteredMetadataInformer(metadata.NewForConfigOrDie(cfg),
+	pods := metadatainformer.NewFilteredMetadataInformer(meta,
 		schema.GroupVersionResource{Version: "v1", Resource: "pods"}, "", 0, cache.Indexers{},
 		func(o *metav1.ListOptions) { o.LabelSelector = v1beta1.LabelUpgradePlan }).Informer()
 	onPod := func(o any) {
@@ -134,7 +140,7 @@ func watchWorld(ctx context.Context, cfg *rest.Config) (*timeline, error) {
 	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onPod, UpdateFunc: func(_, o any) { onPod(o) }, DeleteFunc: onPodGone}); err != nil {
 		return nil, err
 	}
-	nodes := metadatainformer.NewFilteredMetadataInformer(metadata.NewForConfigOrDie(cfg),
+	nodes := metadatainformer.NewFilteredMetadataInformer(meta,
 		schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, "", 0, cache.Indexers{}, nil).Informer()
 	onNode := func(o any) {
 		if n, ok := o.(*metav1.PartialObjectMetadata); ok {
@@ -144,7 +150,7 @@ func watchWorld(ctx context.Context, cfg *rest.Config) (*timeline, error) {
 	if _, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onNode, UpdateFunc: func(_, o any) { onNode(o) }}); err != nil {
 		return nil, err
 	}
-	secrets := metadatainformer.NewFilteredMetadataInformer(metadata.NewForConfigOrDie(cfg),
+	secrets := metadatainformer.NewFilteredMetadataInformer(meta,
 		schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, cluster.FleetLocalNamespace, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) { o.LabelSelector = cluster.LabelMachineName }).Informer()
 	onSecret := func(o any) {
@@ -210,10 +216,6 @@ func (t *timeline) track(open map[string]*span, key, kind string, busy bool) {
 	}
 }
 
-// podRemoval is a pod of the plan on its way out: when nothing held it
-// any more.
-type podRemoval struct{ free time.Time }
-
 // deleted unwraps a deletion the informer missed the last state of.
 func deleted(o any) any {
 	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
@@ -240,27 +242,26 @@ func (t *timeline) pod(p *metav1.PartialObjectMetadata) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	key := p.Namespace + "/" + p.Name
-	r := t.removing[key]
-	if r == nil {
-		r = &podRemoval{}
+	free, seen := t.removing[key]
+	if !seen {
 		if owner := metav1.GetControllerOfNoCopy(p); owner != nil {
 			if at, ok := t.deletedJobs[owner.UID]; ok {
 				t.done = append(t.done, stepSpan{step: v1beta1.StepImageCleanup, kind: workRemoval, span: span{at, now}})
 			}
 		}
-		t.removing[key] = r
 	}
-	if r.free.IsZero() && !slices.Contains(p.Finalizers, v1beta1.FinalizerLogCapture) {
-		r.free = now
+	if free.IsZero() && !slices.Contains(p.Finalizers, v1beta1.FinalizerLogCapture) {
+		free = now
 	}
+	t.removing[key] = free
 }
 
 func (t *timeline) podGone(key string) {
 	now := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if r := t.removing[key]; r != nil && !r.free.IsZero() {
-		t.done = append(t.done, stepSpan{step: v1beta1.StepImageCleanup, kind: workRemoval, span: span{r.free, now}})
+	if free := t.removing[key]; !free.IsZero() {
+		t.done = append(t.done, stepSpan{step: v1beta1.StepImageCleanup, kind: workRemoval, span: span{free, now}})
 	}
 	delete(t.removing, key)
 }
@@ -353,9 +354,9 @@ func (t *timeline) floors(kinds ...string) map[string]time.Duration {
 	for _, s := range t.jobs {
 		work = append(work, *s)
 	}
-	for _, open := range []map[string]*span{t.reboots, t.rancher} {
+	for kind, open := range map[string]map[string]*span{workReboot: t.reboots, workRancher: t.rancher} {
 		for _, s := range open {
-			work = append(work, stepSpan{step: v1beta1.StepNodeUpgrade, span: *s})
+			work = append(work, stepSpan{step: v1beta1.StepNodeUpgrade, kind: kind, span: *s})
 		}
 	}
 	out := map[string]time.Duration{}
@@ -495,5 +496,24 @@ func TestRemovalLeavesOutTheCapturesHold(t *testing.T) {
 	got := tl.floors(workRemoval)[v1beta1.StepImageCleanup]
 	if got < 40*time.Millisecond || got >= 100*time.Millisecond {
 		t.Errorf("removal floor %s, want the 40 ms or so of the collector and the termination, without the capture's 100 ms hold", got)
+	}
+}
+
+// Work still under way when the floor is read counts for its kind: a
+// reboot not yet ended is in the Jobs-and-reboots floor, an open turn of
+// Rancher's only in the whole one.
+func TestOpenWorkKeepsItsKind(t *testing.T) {
+	tl := newTimeline()
+	tl.entered[v1beta1.StepNodeUpgrade] = time.Now()
+	tl.node("n1", true)
+	time.Sleep(50 * time.Millisecond)
+	tl.machine("m2", true)
+	time.Sleep(50 * time.Millisecond)
+	tl.succeeded = time.Now()
+	if got := tl.floors(workJob, workReboot)[v1beta1.StepNodeUpgrade]; got < 90*time.Millisecond {
+		t.Errorf("Jobs-and-reboots floor %s, want the open reboot's 100 ms", got)
+	}
+	if got := tl.floors(workRancher)[v1beta1.StepNodeUpgrade]; got < 40*time.Millisecond || got >= 90*time.Millisecond {
+		t.Errorf("Rancher's floor %s, want the open turn's 50 ms", got)
 	}
 }
