@@ -260,12 +260,12 @@ func windowCheck(plan *v1beta1.UpgradePlan, now time.Time) (preflight.Verdict, b
 		return preflight.Verdict{}, false
 	}
 	if sched.Open(now) {
-		until := "it does not close"
-		if closes := sched.Closes(now); !closes.IsZero() {
-			until = "until " + closes.UTC().Format(time.RFC3339)
+		closes := sched.Closes(now)
+		if closes.IsZero() {
+			return preflight.Passed(ReasonMaintenanceWindow, "the maintenance windows (%s) are open now and join up: no node waits", window.Describe(ws)), true
 		}
-		return preflight.Passed(ReasonMaintenanceWindow, "a maintenance window (%s) is open now, %s: a node that begins its drain by then finishes, "+
-			"the next nodes wait for the next window", window.Describe(ws), until), true
+		return preflight.Passed(ReasonMaintenanceWindow, "a maintenance window (%s) is open now, until %s: a node that begins its drain by then finishes, "+
+			"the next nodes wait for the next window", window.Describe(ws), closes.UTC().Format(time.RFC3339)), true
 	}
 	c := preflight.Warning(ReasonMaintenanceWindow, "no maintenance window (%s) is open now: the phases before the node upgrade run at once, "+
 		"and the first node begins its drain when the next window opens, %s", window.Describe(ws), sched.NextOpen(now))

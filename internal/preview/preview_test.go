@@ -19,6 +19,7 @@ import (
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/longhornv1beta2"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/provisioningv1"
 	"github.com/harvester/upgrade-toolkit/internal/preflight"
+	"github.com/harvester/upgrade-toolkit/internal/window"
 )
 
 func plan(mod ...func(*v1beta1.UpgradePlan)) *v1beta1.UpgradePlan {
@@ -300,29 +301,6 @@ func TestBuild(t *testing.T) {
 				t.Errorf("no failure for the missing Version: %+v", r.Checks)
 			}
 		},
-	}, {
-		name:  "a maintenance window closed now: the first node waits for it",
-		plan:  plan(saturdayNights),
-		facts: func(f *Facts) { f.Admission.Now = time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC) },
-		run:   true,
-		check: func(t *testing.T, r Report) {
-			if !hasVerdict(r, v1beta1.CheckWarning, ReasonMaintenanceWindow, "the first node begins its drain when the next window opens, 2026-11-28T22:00:00Z (Sat 22:00 UTC)") {
-				t.Errorf("no warning saying when the window opens: %+v", r.Checks)
-			}
-			if !strings.Contains(r.Estimate.Model, "wait for a maintenance window (Sat 22:00-04:00 UTC)") {
-				t.Errorf("the estimate does not say it leaves out the windows: %s", r.Estimate.Model)
-			}
-		},
-	}, {
-		name:  "a maintenance window open now: until when",
-		plan:  plan(saturdayNights),
-		facts: func(f *Facts) { f.Admission.Now = time.Date(2026, 11, 28, 23, 0, 0, 0, time.UTC) },
-		run:   true,
-		check: func(t *testing.T, r Report) {
-			if !hasVerdict(r, v1beta1.CheckPassed, ReasonMaintenanceWindow, "is open now, until 2026-11-29T04:00:00Z") {
-				t.Errorf("no verdict saying the window is open and until when: %+v", r.Checks)
-			}
-		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := healthy()
@@ -347,10 +325,51 @@ func TestBuild(t *testing.T) {
 	}
 }
 
-// saturdayNights sets one maintenance window, Saturday 22:00 to Sunday
-// 04:00 UTC.
-func saturdayNights(p *v1beta1.UpgradePlan) {
-	p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{MaintenanceWindows: []v1beta1.MaintenanceWindow{{Days: []string{"Sat"}, Start: "22:00", End: "04:00"}}}
+// The maintenance-window verdict: closed (when the first node would
+// begin), open (until when), or open for good; none without windows. The
+// estimate says it leaves the waits out.
+func TestWindowVerdict(t *testing.T) {
+	saturdayNights := []v1beta1.MaintenanceWindow{{Days: []string{"Sat"}, Start: "22:00", End: "04:00"}}
+	always := []v1beta1.MaintenanceWindow{{Start: "00:00", End: "00:00"}}
+	for _, tc := range []struct {
+		name    string
+		windows []v1beta1.MaintenanceWindow
+		now     time.Time
+		result  v1beta1.CheckResult
+		says    string
+	}{
+		{"closed now: the first node waits", saturdayNights, time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC), v1beta1.CheckWarning,
+			"the first node begins its drain when the next window opens, 2026-11-28T22:00:00Z (Sat 22:00 UTC)"},
+		{"open now: until when", saturdayNights, time.Date(2026, 11, 28, 23, 0, 0, 0, time.UTC), v1beta1.CheckPassed,
+			"is open now, until 2026-11-29T04:00:00Z"},
+		{"open every day, all day", always, time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC), v1beta1.CheckPassed,
+			"are open now and join up: no node waits"},
+		{"no window", nil, time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC), "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := healthy()
+			f.Admission.Now = tc.now
+			r := Build(plan(func(p *v1beta1.UpgradePlan) {
+				p.Spec.NodeUpgradeOption = &v1beta1.NodeUpgradeOption{MaintenanceWindows: tc.windows}
+			}), f)
+			if !r.WouldRun {
+				t.Errorf("a window must not stop the plan: fails %q", verdicts(r, v1beta1.CheckFailed))
+			}
+			found := slices.ContainsFunc(r.Checks, func(c preflight.Verdict) bool { return c.Reason == ReasonMaintenanceWindow })
+			if tc.result == "" {
+				if found || strings.Contains(r.Estimate.Model, "maintenance window") {
+					t.Errorf("a verdict or an estimate note without windows: %+v; %s", r.Checks, r.Estimate.Model)
+				}
+				return
+			}
+			if !hasVerdict(r, tc.result, ReasonMaintenanceWindow, tc.says) {
+				t.Errorf("no %s verdict saying %q: %+v", tc.result, tc.says, r.Checks)
+			}
+			if !strings.Contains(r.Estimate.Model, "wait for a maintenance window ("+window.Describe(tc.windows)+")") {
+				t.Errorf("the estimate does not say it leaves out the windows: %s", r.Estimate.Model)
+			}
+		})
+	}
 }
 
 func TestWriteText(t *testing.T) {
