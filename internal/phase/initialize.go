@@ -37,7 +37,7 @@ func (Initialize) Run(ctx context.Context, s *Scope) (Result, error) {
 		return FailFinal("metadata.name %q %s; create the plan again under such a name", s.Plan.Name, v.Message), nil
 	}
 	for _, step := range []func(context.Context, *Scope) (Result, error){
-		snapshotVersion, recordPreviousVersion, detectSingleNode, checkRisks, checkDiskSpace, checkCerts, recordVMs,
+		snapshotVersion, recordPreviousVersion, detectSingleNode, checkDiskSpace, checkCerts, checkRisks, recordVMs,
 	} {
 		if r, err := step(ctx, s); err != nil || !r.Done {
 			return r, err
@@ -182,7 +182,11 @@ func checkCerts(ctx context.Context, s *Scope) (Result, error) {
 // checkRisks judges the risks of the cluster's state again, as the webhook
 // did when the plan was created: one that appeared since and that the plan
 // does not accept fails it, naming the risk and how to accept it. Skipped
-// with the webhook (skip-webhook), whose checks it repeats.
+// with the webhook (skip-webhook), whose checks it repeats. It comes after
+// the checks that wait (for kubelets, for the API server's certificates):
+// it lists a score of kinds across the cluster, once when nothing waits
+// any more rather than on every pass of a wait, and its verdict is the
+// freshest before the ledger is written and the disruption begins.
 func checkRisks(ctx context.Context, s *Scope) (Result, error) {
 	if preflight.AdmissionChecksSkipped(s.Plan) {
 		return Done(), nil

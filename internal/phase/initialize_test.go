@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
+	"github.com/harvester/upgrade-toolkit/internal/apicount"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
 	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/harvesterv1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/names"
@@ -186,7 +187,8 @@ var harnessRisks = []string{string(preflight.RiskClusterNotReady), string(prefli
 // TestRisksAtInitialize: a risk that appeared after admission fails the plan
 // at Initialize, naming the risk and how to accept it; accepted by name and
 // retried, the plan goes on, and status.acceptedRisks records what it went on
-// with. The disk-space risk, judged only here, is accepted the same way.
+// with. The disk-space risk, judged only here and first, is accepted the
+// same way.
 func TestRisksAtInitialize(t *testing.T) {
 	h := plantest.New(t)
 	h.Cluster(3)
@@ -201,7 +203,7 @@ func TestRisksAtInitialize(t *testing.T) {
 	p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), AcceptRisks: accepted}, v1beta1.AnnotationSkipWebhook, "false")
 	p = h.WaitPhase(p.Name, v1beta1.PhaseFailed)
 	c := p.Condition(v1beta1.ConditionProgressing)
-	for _, want := range []string{`risk NodeCordoned: node "node-3" is cordoned`, "spec.acceptRisks: [NodeCordoned]", "retry"} {
+	for _, want := range []string{`risk InsufficientDiskSpace: node "node-2" will reach 93.00% of its nodefs`, "spec.acceptRisks: [InsufficientDiskSpace]", "retry"} {
 		if c == nil || !strings.Contains(c.Message, want) {
 			t.Errorf("Progressing %+v lacks %q", c, want)
 		}
@@ -210,17 +212,17 @@ func TestRisksAtInitialize(t *testing.T) {
 		t.Fatalf("failure %+v: a risk accepted later is cured by a retry", f)
 	}
 
-	// Accepted, the cordoned node lets the plan on to the disk check: the
-	// next risk, accepted in turn.
-	h.Must(h.C.Get(h.Ctx(), client.ObjectKey{Name: p.Name}, p))
-	p.Spec.AcceptRisks = append(p.Spec.AcceptRisks, string(preflight.RiskNodeCordoned))
-	h.Must(h.C.Update(h.Ctx(), p))
-	h.Retry(p.Name, "cordoned")
-	h.WaitProgressing(p.Name, `risk InsufficientDiskSpace: node "node-2" will reach 93.00% of its nodefs`)
+	// Accepted, the full disk lets the plan on to the cluster's risks: the
+	// cordoned node, accepted in turn.
 	h.Must(h.C.Get(h.Ctx(), client.ObjectKey{Name: p.Name}, p))
 	p.Spec.AcceptRisks = append(p.Spec.AcceptRisks, string(preflight.RiskInsufficientDiskSpace))
 	h.Must(h.C.Update(h.Ctx(), p))
 	h.Retry(p.Name, "disk")
+	h.WaitProgressing(p.Name, `risk NodeCordoned: node "node-3" is cordoned`)
+	h.Must(h.C.Get(h.Ctx(), client.ObjectKey{Name: p.Name}, p))
+	p.Spec.AcceptRisks = append(p.Spec.AcceptRisks, string(preflight.RiskNodeCordoned))
+	h.Must(h.C.Update(h.Ctx(), p))
+	h.Retry(p.Name, "cordoned")
 	p = h.WaitPhase(p.Name, v1beta1.PhaseISODownloading)
 
 	var got []string
@@ -235,4 +237,34 @@ func TestRisksAtInitialize(t *testing.T) {
 		t.Errorf("status.acceptedRisks %v, want %v", got, want)
 	}
 	h.WaitEvent(p.Name, `RiskAccepted: risk NodeCordoned accepted (spec.acceptRisks): node "node-3" is cordoned`)
+}
+
+// TestRisksAreNotGatheredWhileAKubeletIsAwaited: the cluster's risks are
+// judged from a score of lists across the cluster; a pass that waits for a
+// kubelet does not make them (on a large cluster, every few seconds for
+// minutes), and once the kubelet answers the risks are judged.
+func TestRisksAreNotGatheredWhileAKubeletIsAwaited(t *testing.T) {
+	h := plantest.New(t)
+	h.Cluster(3)
+	h.Kubelet.Drop("node-3")
+	p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0"), AcceptRisks: harnessRisks}, v1beta1.AnnotationSkipWebhook, "false")
+	h.WaitProgressing(p.Name, "retrying the disk-space check")
+	pdbs := apicount.Key{Verb: "list", Resource: "poddisruptionbudgets"}
+	requests := h.RequestsDuring(func() {
+		for range 2 {
+			before := h.Kubelet.Reads()
+			h.Touch(p.Name)
+			h.Eventually("a pass of the disk-space check", func() (bool, string) {
+				return h.Kubelet.Reads() > before, "no pass read the kubelets yet"
+			})
+		}
+	})
+	if n := requests[pdbs]; n > 0 {
+		t.Errorf("%d lists of PodDisruptionBudgets while the disk-space check waited: the risks were gathered on its passes (%s)", n, apicount.Format(requests))
+	}
+	h.Kubelet.Set("node-3", 100<<30, 10<<30)
+	requests = h.RequestsDuring(func() { h.WaitPhase(p.Name, v1beta1.PhaseISODownloading) })
+	if requests[pdbs] == 0 {
+		t.Errorf("the plan left Initialize without judging the cluster's risks (%s)", apicount.Format(requests))
+	}
 }

@@ -108,12 +108,14 @@ func (a asManager) Run() int {
 type FakeKubelet struct {
 	mu    sync.Mutex
 	nodes map[string][2]uint64 // capacity, used
+	reads int
 }
 
 // Get answers a kubelet endpoint of a node.
 func (k *FakeKubelet) Get(_ context.Context, node, path string) ([]byte, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.reads++
 	d, ok := k.nodes[node]
 	if !ok {
 		return nil, errors.New("dial tcp: connection refused")
@@ -129,6 +131,13 @@ func (k *FakeKubelet) Set(node string, capacity, used uint64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.nodes[node] = [2]uint64{capacity, used}
+}
+
+// Reads counts the requests to the kubelets, answered or not.
+func (k *FakeKubelet) Reads() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.reads
 }
 
 // Drop makes a node's kubelet unreachable.
@@ -480,6 +489,13 @@ func (h *Harness) WritesDuring(f func()) map[apicount.Key]int {
 	writes := h.counter.Writes()
 	delete(writes, apicount.Key{Verb: "update", Resource: "leases"})
 	return writes
+}
+
+// RequestsDuring counts the manager's requests while f runs.
+func (h *Harness) RequestsDuring(f func()) map[apicount.Key]int {
+	h.counter.Reset()
+	f()
+	return h.counter.Snapshot()
 }
 
 // Absent reports whether an object does not exist.
