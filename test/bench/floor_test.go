@@ -24,6 +24,7 @@ import (
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
+	"github.com/harvester/upgrade-toolkit/internal/cluster/apis/upgradev1"
 	"github.com/harvester/upgrade-toolkit/internal/nodestate"
 	"github.com/harvester/upgrade-toolkit/internal/pipeline"
 	"github.com/harvester/upgrade-toolkit/internal/sim"
@@ -37,7 +38,11 @@ import (
 // migrations it waits for, the new plan applied, the uncordon: from the
 // toolkit's answer to a drain hook to Rancher's next request or the end of
 // the machine's drain, read from the machine-plan Secret's annotations);
-// the floor of a phase is the time within it during which one of them was
+// system-upgrade-controller's turns in ImagePreload and ImageCleanup (from
+// the toolkit's write of a Plan, or the end of one of its Jobs, to the
+// next Job the controller makes for it: a turn the Job's creation closes,
+// so that a turn left open by a Plan with nothing more to run counts
+// nothing); the floor of a phase is the time within it during which one of them was
 // under way, as a watch of the world sees them. What a phase takes beyond
 // its floor is the toolkit's own time (and the latency of the watches).
 // The image cleanup that runs during NodeUpgrade is not on its path: it
@@ -55,6 +60,7 @@ const (
 	workReboot  = "reboots"
 	workRancher = "Rancher's turns"
 	workRemoval = "removals"
+	workSUC     = "system-upgrade-controller's turns"
 )
 
 // timeline records the world's work by the step whose critical path it is
@@ -64,7 +70,11 @@ type timeline struct {
 	jobs    map[string]*stepSpan // by namespace/name
 	reboots map[string]*span     // the reboot under way, by node
 	rancher map[string]*span     // Rancher's turn under way, by machine-plan Secret
-	done    []stepSpan           // reboots, Rancher's turns and removals that ended
+	done    []stepSpan           // reboots, the controllers' turns and removals that ended
+	// sucWork is, by system-upgrade-controller Plan (namespace/name), when
+	// the controller was last given work: the Plan written by the toolkit
+	// (created, or its spec changed), or one of its Jobs ended.
+	sucWork map[string]time.Time
 	// deletedJobs are when the plan's Jobs were seen deleted, by UID;
 	// removing are the plan's pods being deleted, by namespace/name, with
 	// when nothing held them any more (zero while the capture holds one).
@@ -92,7 +102,7 @@ var jobSteps = map[string]string{
 
 func newTimeline() *timeline {
 	return &timeline{jobs: map[string]*stepSpan{}, reboots: map[string]*span{}, rancher: map[string]*span{}, entered: map[string]time.Time{},
-		deletedJobs: map[types.UID]time.Time{}, removing: map[string]time.Time{}}
+		deletedJobs: map[types.UID]time.Time{}, removing: map[string]time.Time{}, sucWork: map[string]time.Time{}}
 }
 
 // watchWorld starts the watches of the plan's Jobs and pods, of the
@@ -161,12 +171,27 @@ func watchWorld(ctx context.Context, cfg *rest.Config) (*timeline, error) {
 	if _, err := secrets.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onSecret, UpdateFunc: func(_, o any) { onSecret(o) }}); err != nil {
 		return nil, err
 	}
-	go jobs.RunWithContext(ctx)
-	go nodes.RunWithContext(ctx)
-	go secrets.RunWithContext(ctx)
-	go pods.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), jobs.HasSynced, nodes.HasSynced, secrets.HasSynced, pods.HasSynced) {
-		return nil, fmt.Errorf("listing Jobs, Nodes, pods and machine-plan Secrets to time the world: %w", ctx.Err())
+	plans := metadatainformer.NewFilteredMetadataInformer(meta,
+		upgradev1.GroupVersion.WithResource("plans"), cluster.CattleNamespace, 0, cache.Indexers{},
+		func(o *metav1.ListOptions) { o.LabelSelector = v1beta1.LabelUpgradePlan }).Informer()
+	onPlan := func(old, o any) {
+		p, ok := o.(*metav1.PartialObjectMetadata)
+		if was, isUpdate := old.(*metav1.PartialObjectMetadata); !ok || isUpdate && was.Generation == p.Generation {
+			return
+		}
+		t.sucGiven(p.Namespace + "/" + p.Name)
+	}
+	if _, err := plans.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(o any) { onPlan(nil, o) }, UpdateFunc: onPlan}); err != nil {
+		return nil, err
+	}
+	informers := []cache.SharedIndexInformer{jobs, nodes, secrets, pods, plans}
+	synced := make([]cache.InformerSynced, 0, len(informers))
+	for _, i := range informers {
+		go i.RunWithContext(ctx)
+		synced = append(synced, i.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return nil, fmt.Errorf("listing Jobs, Nodes, pods, Plans and machine-plan Secrets to time the world: %w", ctx.Err())
 	}
 	return t, nil
 }
@@ -180,16 +205,35 @@ func (t *timeline) job(j *batchv1.Job) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	key := j.Namespace + "/" + j.Name + "/" + string(j.UID)
+	sucPlan := ""
+	if name := j.Labels[cluster.LabelSUCPlan]; name != "" {
+		sucPlan = j.Namespace + "/" + name
+	}
 	s := t.jobs[key]
 	if s == nil {
 		s = &stepSpan{step: step, kind: workJob, span: span{start: now}}
 		t.jobs[key] = s
+		if given, ok := t.sucWork[sucPlan]; ok {
+			t.done = append(t.done, stepSpan{step: step, kind: workSUC, span: span{given, now}})
+			delete(t.sucWork, sucPlan)
+		}
 	}
 	if s.end.IsZero() && slices.ContainsFunc(j.Status.Conditions, func(c batchv1.JobCondition) bool {
 		return (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue
 	}) {
 		s.end = now
+		if sucPlan != "" {
+			t.sucWork[sucPlan] = now
+		}
 	}
+}
+
+// sucGiven records that the toolkit wrote a system-upgrade-controller Plan.
+func (t *timeline) sucGiven(plan string) {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sucWork[plan] = now
 }
 
 func (t *timeline) node(name string, rebooting bool) {
@@ -515,5 +559,37 @@ func TestOpenWorkKeepsItsKind(t *testing.T) {
 	}
 	if got := tl.floors(workRancher)[v1beta1.StepNodeUpgrade]; got < 40*time.Millisecond || got >= 90*time.Millisecond {
 		t.Errorf("Rancher's floor %s, want the open turn's 50 ms", got)
+	}
+}
+
+// A turn of system-upgrade-controller's runs from the toolkit's write of a
+// Plan, or the end of one of its Jobs, to the next Job made for it; work
+// given that makes no Job counts nothing.
+func TestSUCTurn(t *testing.T) {
+	tl := newTimeline()
+	tl.entered[v1beta1.StepImagePreload] = time.Now()
+	job := func(name string, ended bool) *batchv1.Job {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "cattle-system", Name: name, UID: types.UID(name),
+			Labels: map[string]string{v1beta1.LabelUpgradeComponent: v1beta1.ComponentImagePreload, cluster.LabelSUCPlan: "preload"}}}
+		if ended {
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+		}
+		return j
+	}
+	tl.sucGiven("cattle-system/preload")
+	time.Sleep(30 * time.Millisecond) // the controller's turn
+	tl.job(job("a", false))
+	time.Sleep(50 * time.Millisecond) // the Job
+	tl.job(job("a", true))
+	time.Sleep(30 * time.Millisecond) // the controller's turn
+	tl.job(job("b", false))
+	tl.job(job("b", true))
+	time.Sleep(100 * time.Millisecond) // nothing more to run
+	tl.succeeded = time.Now()
+	if got := tl.floors(workSUC)[v1beta1.StepImagePreload]; got < 60*time.Millisecond || got >= 100*time.Millisecond {
+		t.Errorf("system-upgrade-controller's floor %s, want its two turns of 30 ms, without the 100 ms after its last Job", got)
+	}
+	if got := tl.floors()[v1beta1.StepImagePreload]; got < 110*time.Millisecond || got >= 200*time.Millisecond {
+		t.Errorf("whole floor %s, want the 110 ms or so of the turns and the Job", got)
 	}
 }
