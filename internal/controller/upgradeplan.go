@@ -65,6 +65,9 @@ type PlanReconciler struct {
 	// time.Time): it looks at most once per watchSpacing, however many
 	// passes run.
 	watched sync.Map
+	// conflicts counts, by plan name, the passes in a row whose step lost
+	// a write race (conflictsReported says when that is reported).
+	conflicts sync.Map
 	// Ledgers reads the plans' VM ledgers, parsed once per version.
 	Ledgers *vmledger.Cache
 }
@@ -192,6 +195,30 @@ func requeueOnConflict(err error) (ctrl.Result, error) {
 	return ctrl.Result{}, err
 }
 
+// conflictsReported is how many passes in a row may lose a write race
+// before the plan reports it as Degraded. A step's write races the
+// components that write the same objects (system-upgrade-controller writes
+// its Plan's status many times a second at 500 nodes while the image
+// cleanup widens its selector): the next pass reads again and wins, and a
+// Degraded condition with a Warning event for that would cry wolf; a race
+// lost pass after pass is something fighting the toolkit, and is named.
+const conflictsReported = 5
+
+// quietConflict says whether the pass's error is a lost write race to
+// retry without a word; any other outcome ends the streak.
+func (p *pass) quietConflict(err error) bool {
+	name := p.s.Plan.Name
+	if !apierrors.IsConflict(err) {
+		p.r.conflicts.Delete(name)
+		return false
+	}
+	n, _ := p.r.conflicts.Load(name)
+	streak, _ := n.(int)
+	streak++
+	p.r.conflicts.Store(name, streak)
+	return streak < conflictsReported
+}
+
 // run moves the plan through the pipeline. The finalizer goes on before the
 // plan creates or changes anything, so that whatever it does is undone even
 // if it is deleted right away.
@@ -211,6 +238,9 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		pipeline.RecordPause(&p.s.Plan.Status, p.s.Plan.IsPaused(), p.s.Now())
 	}
 	res, runErr := p.runPipeline(ctx)
+	if p.quietConflict(runErr) {
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
 	p.setConditions(res, runErr)
 	if runErr != nil {
 		return ctrl.Result{RequeueAfter: res.RequeueAfter}, runErr

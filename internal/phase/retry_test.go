@@ -7,6 +7,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -153,4 +154,44 @@ func TestRetryAfterFailedJobs(t *testing.T) {
 	if len(p.Status.Failures) != 2 || p.Status.Failures[1].Retry != "2" || p.Status.Failures[1].Phase != v1beta1.PhaseClusterUpgrading {
 		t.Errorf("failures %+v", p.Status.Failures)
 	}
+}
+
+// TestLostWriteRaces: a step's write that loses a race (409 Conflict, as
+// the API server answers a write of an object changed since it was read,
+// or a create whose ResourceQuota admission lost one) is tried again at
+// once, without a Degraded condition or a Warning event; a race lost pass
+// after pass is something fighting the toolkit, and the plan says so.
+func TestLostWriteRaces(t *testing.T) {
+	t.Run("a few", func(t *testing.T) {
+		h := plantest.New(t)
+		h.Cluster(3)
+		h.ConflictNext("create", "virtualmachineimages", 2)
+		p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+		h.WaitObject(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.ISOImage(p.Name)}, &harvesterv1beta1.VirtualMachineImage{})
+		p = h.WaitProgressing(p.Name, "importing the release ISO")
+		for _, e := range h.Events(p.Name) {
+			if strings.HasPrefix(e, v1beta1.EventReconcileError) {
+				t.Errorf("two lost races reported: %s", e)
+			}
+		}
+		if c := p.Condition(v1beta1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue {
+			t.Errorf("Degraded %+v after two lost races", c)
+		}
+	})
+	t.Run("pass after pass", func(t *testing.T) {
+		h := plantest.New(t)
+		h.Cluster(3)
+		h.ConflictNext("create", "virtualmachineimages", 1000)
+		p := h.Plan(v1beta1.UpgradePlanSpec{Version: ptr.To("v1.8.0")})
+		h.WaitEvent(p.Name, v1beta1.EventReconcileError+": Pipeline error: ")
+		if c := h.Get(p.Name).Condition(v1beta1.ConditionDegraded); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "the object has been modified") {
+			t.Errorf("Degraded %+v, want the race lost pass after pass named", c)
+		}
+		h.ConflictNext("create", "virtualmachineimages", 0)
+		h.WaitObject(client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: names.ISOImage(p.Name)}, &harvesterv1beta1.VirtualMachineImage{})
+		h.Eventually("Degraded cleared", func() (bool, string) {
+			c := h.Get(p.Name).Condition(v1beta1.ConditionDegraded)
+			return c != nil && c.Status == metav1.ConditionFalse, fmt.Sprintf("%+v", c)
+		})
+	})
 }

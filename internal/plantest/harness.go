@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -159,8 +160,11 @@ type Harness struct {
 	Cfg     *phase.Config
 	Kubelet *FakeKubelet
 	counter *apicount.Counter
-	stop    context.CancelFunc
-	done    chan struct{}
+	// conflicts is the number of the manager's next requests of a verb and
+	// resource that are answered 409 Conflict (ConflictNext).
+	conflicts sync.Map
+	stop      context.CancelFunc
+	done      chan struct{}
 	// Repo is the release the fake upgrade repo serves; Files is what it
 	// serves now (tests may break it).
 	Repo  *releasetest.Repo
@@ -208,7 +212,9 @@ func New(t *testing.T) *Harness {
 
 // Start starts a manager.
 func (h *Harness) Start() {
-	mgr, err := manager.New(h.counter.Wrap(managerSA.Config()), manager.Options{
+	cfg := h.counter.Wrap(managerSA.Config())
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return conflicting{rt, h} })
+	mgr, err := manager.New(cfg, manager.Options{
 		MetricsAddr: "0", ProbeAddr: "0", Phase: h.Cfg, Clock: h.Clock,
 		LeaderElect: true, Namespace: cluster.HarvesterNamespace,
 	})
@@ -223,6 +229,37 @@ func (h *Harness) Start() {
 			h.T.Errorf("manager: %v", err)
 		}
 	}()
+}
+
+// ConflictNext answers the manager's next n requests of that verb (as
+// apicount names them: create, patch, update...) and resource with 409
+// Conflict, as the API server does to a write that lost a race (an update
+// of an object changed since it was read; a create whose ResourceQuota's
+// admission lost one).
+func (h *Harness) ConflictNext(verb, resource string, n int) {
+	left := &atomic.Int64{}
+	left.Store(int64(n))
+	h.conflicts.Store(apicount.Key{Verb: verb, Resource: resource}, left)
+}
+
+// conflicting answers the requests ConflictNext names with a conflict.
+type conflicting struct {
+	next http.RoundTripper
+	h    *Harness
+}
+
+func (c conflicting) RoundTrip(req *http.Request) (*http.Response, error) {
+	k := apicount.Classify(req)
+	if v, ok := c.h.conflicts.Load(k); ok && v.(*atomic.Int64).Add(-1) >= 0 {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		body := fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Conflict","code":409,`+
+			`"message":"Operation cannot be fulfilled on %s: the object has been modified; please apply your changes to the latest version and try again"}`, k.Resource)
+		return &http.Response{StatusCode: http.StatusConflict, Status: "409 Conflict", Proto: req.Proto, ProtoMajor: req.ProtoMajor, ProtoMinor: req.ProtoMinor,
+			Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: req}, nil
+	}
+	return c.next.RoundTrip(req)
 }
 
 // Restart stops the manager and starts a new one, as a crash would.
