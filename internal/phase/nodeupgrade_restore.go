@@ -34,6 +34,10 @@ func restoreVMs(ctx context.Context, s *Scope, nodes []corev1.Node, obs *observa
 		return nil, err
 	}
 	var running []string
+	var consented map[string][]string
+	if !s.Plan.RestoreVMEnabled() {
+		consented = l.Consented()
+	}
 	for i := range nodes {
 		n := &nodes[i]
 		st := s.Plan.Status.NodeUpgradeStatuses[n.Name]
@@ -41,8 +45,8 @@ func restoreVMs(ctx context.Context, s *Scope, nodes []corev1.Node, obs *observa
 			continue
 		}
 		vms := cm.Data[n.Name]
-		if !s.Plan.RestoreVMEnabled() {
-			vms = strings.Join(l.Consented(n.Name), ",")
+		if consented != nil {
+			vms = strings.Join(consented[n.Name], ",")
 		}
 		if strings.TrimSpace(vms) == "" {
 			continue
