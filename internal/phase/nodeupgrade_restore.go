@@ -34,8 +34,10 @@ func restoreVMs(ctx context.Context, s *Scope, nodes []corev1.Node, obs *observa
 		return nil, err
 	}
 	var running []string
+	// Without spec.restoreVM only the VMs shut down with consent come back.
+	restoreAll := s.Plan.RestoreVMEnabled()
 	var consented map[string][]string
-	if !s.Plan.RestoreVMEnabled() {
+	if !restoreAll {
 		consented = l.Consented()
 	}
 	for i := range nodes {
@@ -45,7 +47,7 @@ func restoreVMs(ctx context.Context, s *Scope, nodes []corev1.Node, obs *observa
 			continue
 		}
 		vms := cm.Data[n.Name]
-		if consented != nil {
+		if !restoreAll {
 			vms = strings.Join(consented[n.Name], ",")
 		}
 		if strings.TrimSpace(vms) == "" {

@@ -42,8 +42,8 @@ import (
 // the toolkit's write of a Plan, or the end of one of its Jobs, to the
 // next Job the controller makes for it: a turn the Job's creation closes,
 // so that a turn left open by a Plan with nothing more to run counts
-// nothing); the floor of a phase is the time within it during which one of them was
-// under way, as a watch of the world sees them. What a phase takes beyond
+// nothing); the floor of a phase is the time within it during which one
+// of them was under way, as a watch of the world sees them. What a phase takes beyond
 // its floor is the toolkit's own time (and the latency of the watches).
 // The image cleanup that runs during NodeUpgrade is not on its path: it
 // counts for ImageCleanup only, within that phase, with the removal of the
@@ -174,14 +174,21 @@ func watchWorld(ctx context.Context, cfg *rest.Config) (*timeline, error) {
 	plans := metadatainformer.NewFilteredMetadataInformer(meta,
 		upgradev1.GroupVersion.WithResource("plans"), cluster.CattleNamespace, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) { o.LabelSelector = v1beta1.LabelUpgradePlan }).Informer()
-	onPlan := func(old, o any) {
-		p, ok := o.(*metav1.PartialObjectMetadata)
-		if was, isUpdate := old.(*metav1.PartialObjectMetadata); !ok || isUpdate && was.Generation == p.Generation {
-			return
+	// A Plan created, or its spec changed (a new generation), is work given
+	// to the controller; its status writes are the controller's own.
+	onPlan := func(o any) {
+		if p, ok := o.(*metav1.PartialObjectMetadata); ok {
+			t.sucGiven(p.Namespace + "/" + p.Name)
 		}
-		t.sucGiven(p.Namespace + "/" + p.Name)
 	}
-	if _, err := plans.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(o any) { onPlan(nil, o) }, UpdateFunc: onPlan}); err != nil {
+	onPlanUpdate := func(old, o any) {
+		was, ok1 := old.(*metav1.PartialObjectMetadata)
+		is, ok2 := o.(*metav1.PartialObjectMetadata)
+		if ok1 && ok2 && was.Generation != is.Generation {
+			onPlan(o)
+		}
+	}
+	if _, err := plans.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onPlan, UpdateFunc: onPlanUpdate}); err != nil {
 		return nil, err
 	}
 	informers := []cache.SharedIndexInformer{jobs, nodes, secrets, pods, plans}
