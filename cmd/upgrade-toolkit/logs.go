@@ -115,7 +115,8 @@ yaml, name, jsonpath=, go-template=, custom-columns=.` + exitCodesHelp(0, exitFa
 		if len(logs) == 0 {
 			return fmt.Errorf("plan %s kept no log of job %q node %q; `upgrade-toolkit logs %s` lists them", plan, job, node, plan)
 		}
-		if err := upgradelog.Print(ctx, c, out, logs); err != nil {
+		at, err := upgradelog.Print(ctx, c, out, logs)
+		if err != nil {
 			return err
 		}
 		if !follow {
@@ -125,9 +126,9 @@ yaml, name, jsonpath=, go-template=, custom-columns=.` + exitCodesHelp(0, exitFa
 		if err != nil {
 			return err
 		}
-		for _, l := range logs {
-			if !l.Complete {
-				if err := upgradelog.Follow(ctx, c, kube, l, out); err != nil {
+		for i, l := range logs {
+			if !at[i].Complete {
+				if err := upgradelog.Follow(ctx, c, kube, l, at[i], out); err != nil {
 					return err
 				}
 			}

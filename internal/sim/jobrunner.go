@@ -132,9 +132,11 @@ func (r *podRunner) start(pod *corev1.Pod, jt string) {
 		return
 	}
 	ctx, cancel := context.WithCancel(r.s.runCtx)
-	// What the work logs is the container's log.
-	ctx = log.IntoContext(ctx, r.s.podLogs.logger(pod))
+	// What the work logs is the container's log, served (empty) from the
+	// container's start.
 	key := client.ObjectKeyFromObject(pod)
+	r.s.podLogs.start(key.Namespace, key.Name)
+	ctx = log.IntoContext(ctx, r.s.podLogs.logger(pod))
 	r.runs[pod.UID], r.byKey[key] = cancel, pod.UID
 	snapshot := pod.DeepCopy()
 	work := r.works[jt]

@@ -77,6 +77,14 @@ func (p *podLog) notify() {
 	p.changed = make(chan struct{})
 }
 
+// start makes the log of a pod whose container starts: empty, as a
+// kubelet's for a container that has written nothing yet.
+func (l *podLogs) start(namespace, pod string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.get(podLogKey(namespace, pod), true)
+}
+
 func (l *podLogs) write(key, line string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -40,15 +40,11 @@ func Get(ctx context.Context, c client.Reader, plan string) (*v1beta1.UpgradeLog
 
 // Text reads one captured log's text from its ConfigMap.
 func Text(ctx context.Context, c client.Reader, l v1beta1.CapturedLog) ([]byte, error) {
-	cm := &corev1.ConfigMap{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: l.ConfigMap}, cm); err != nil {
-		return nil, fmt.Errorf("reading the log of %s/%s %s: %w", l.Namespace, l.Pod, l.Container, err)
-	}
-	text, err := Gunzip(cm.BinaryData[l.Key])
+	cl, err := kept(ctx, c, l)
 	if err != nil {
-		return nil, fmt.Errorf("reading the log of %s/%s %s from ConfigMap %s key %s: %w", l.Namespace, l.Pod, l.Container, cm.Name, l.Key, err)
+		return nil, err
 	}
-	return text, nil
+	return cl.text(), nil
 }
 
 // Select returns the logs of a Job (by name, or namespace/name) and of a
@@ -86,33 +82,83 @@ func Header(l v1beta1.CapturedLog) string {
 	return s + " <=="
 }
 
-// Follow prints what a running container logs after what was captured of
-// it, reading the live pod's log from the API server from the last captured
-// line on, until the container ends or ctx does. A pod that is gone has
-// nothing more to print.
-func Follow(ctx context.Context, c client.Reader, kube kubernetes.Interface, l v1beta1.CapturedLog, w io.Writer) error {
+// Position is how far a reader printed a container's log: the lines read
+// from its start (kept, or dropped by the limit) and the kubelet's
+// timestamp of the last, with how many lines carried exactly that one. A
+// follow resumes from it, so that no line is printed twice or missed
+// between a print of the kept log and the follow of the live one.
+type Position struct {
+	lines     int64
+	last      time.Time
+	lastCount int
+	// Complete: the log was kept to its end; nothing is left to follow.
+	Complete bool
+}
+
+// kept reads one captured log from its ConfigMap, with what a reader needs
+// to resume it.
+func kept(ctx context.Context, c client.Reader, l v1beta1.CapturedLog) (*containerLog, error) {
 	cm := &corev1.ConfigMap{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: cluster.HarvesterNamespace, Name: l.ConfigMap}, cm); err != nil {
+		return nil, fmt.Errorf("reading the log of %s/%s %s: %w", l.Namespace, l.Pod, l.Container, err)
+	}
+	text, err := Gunzip(cm.BinaryData[l.Key])
+	if err != nil {
+		return nil, fmt.Errorf("reading the log of %s/%s %s from ConfigMap %s key %s: %w", l.Namespace, l.Pod, l.Container, cm.Name, l.Key, err)
+	}
+	cl, err := restore(text, states(cm)[l.Container])
+	if err != nil {
+		return nil, fmt.Errorf("reading the log of %s/%s %s from ConfigMap %s: %w", l.Namespace, l.Pod, l.Container, cm.Name, err)
+	}
+	return cl, nil
+}
+
+// Follow prints what a container logs after from, reading the live pod's
+// log from the API server until the container ends or ctx does. When the
+// pod is gone (deleted before the stream opened, or while it ran), what
+// the capture kept after from is printed instead: its lines are the rest.
+func Follow(ctx context.Context, c client.Reader, kube kubernetes.Interface, l v1beta1.CapturedLog, from Position, w io.Writer) error {
+	at := from
+	streamErr := stream(ctx, kube, l, &at, w)
+	if ctx.Err() != nil {
+		return nil //nolint:nilerr // the caller stopped following: not a failure
+	}
+	// The stream ended with the container, broke, or found the pod gone:
+	// whatever the capture kept beyond what was printed (nothing, when the
+	// stream brought it all) comes from the kept log.
+	cl, err := kept(ctx, c, l)
+	if err != nil {
+		return errors.Join(streamErr, err)
+	}
+	if _, err := w.Write(cl.after(at.lines)); err != nil {
 		return err
 	}
-	cl := &containerLog{}
-	if s, ok := states(cm)[l.Container]; ok {
-		cl = &containerLog{first: s.First, last: s.Last, lastCount: s.LastCount}
+	switch {
+	case apierrors.IsNotFound(streamErr) && !cl.complete && cl.incomplete == nil:
+		return fmt.Errorf("pod %s/%s is gone (or its kubelet no longer serves its log) and its log was kept to line %d only: the capture did not see its end (was the manager down?)", l.Namespace, l.Pod, cl.readLines())
+	case apierrors.IsNotFound(streamErr):
+		return nil
+	case streamErr != nil:
+		return fmt.Errorf("following the log of %s/%s %s after line %d: %w", l.Namespace, l.Pod, l.Container, max(at.lines, cl.readLines()), streamErr)
 	}
+	return nil
+}
+
+// stream prints the live log of l's container after at, moving at past
+// each line it prints.
+func stream(ctx context.Context, kube kubernetes.Interface, l v1beta1.CapturedLog, at *Position, w io.Writer) error {
+	cl := &containerLog{last: at.last, lastCount: at.lastCount}
 	opts := &corev1.PodLogOptions{Container: l.Container, Timestamps: true, Follow: true}
 	if s := cl.since(); s != nil {
 		opts.SinceTime = &metav1.Time{Time: *s}
 	}
-	stream, err := kube.CoreV1().Pods(l.Namespace).GetLogs(l.Pod, opts).Stream(ctx)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
+	rc, err := kube.CoreV1().Pods(l.Namespace).GetLogs(l.Pod, opts).Stream(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = stream.Close() }()
+	defer func() { _ = rc.Close() }()
 	cl.resume()
-	r := bufio.NewReader(stream)
+	r := bufio.NewReader(rc)
 	for {
 		line, err := r.ReadString('\n')
 		// Each new line is printed and not kept: no limit applies.
@@ -120,9 +166,10 @@ func Follow(ctx context.Context, c client.Reader, kube kubernetes.Interface, l v
 			if _, werr := w.Write(cl.text()); werr != nil {
 				return werr
 			}
+			at.lines, at.last, at.lastCount = at.lines+1, cl.last, cl.lastCount
 			cl.head, cl.headLines, cl.tail, cl.tailBytes = nil, 0, nil, 0
 		}
-		if errors.Is(err, io.EOF) || ctx.Err() != nil {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
@@ -165,23 +212,25 @@ func List(w io.Writer, ul *v1beta1.UpgradeLog) error {
 }
 
 // Print writes the selected logs' text, each after its Header when there
-// is more than one.
-func Print(ctx context.Context, c client.Reader, w io.Writer, logs []v1beta1.CapturedLog) error {
+// is more than one, and returns where each ends, for Follow.
+func Print(ctx context.Context, c client.Reader, w io.Writer, logs []v1beta1.CapturedLog) ([]Position, error) {
+	var at []Position
 	for _, l := range logs {
 		if len(logs) > 1 {
 			if _, err := fmt.Fprintln(w, Header(l)); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		text, err := Text(ctx, c, l)
+		cl, err := kept(ctx, c, l)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if _, err := w.Write(text); err != nil {
-			return err
+		if _, err := w.Write(cl.text()); err != nil {
+			return nil, err
 		}
+		at = append(at, Position{lines: cl.readLines(), last: cl.last, lastCount: cl.lastCount, Complete: cl.complete})
 	}
-	return nil
+	return at, nil
 }
 
 func humanBytes(n int64) string {

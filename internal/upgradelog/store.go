@@ -186,6 +186,41 @@ func (l *containerLog) lines() int64 {
 	return n
 }
 
+// readLines counts the lines read from the log's start: the kept ones
+// and those dropped between head and tail.
+func (l *containerLog) readLines() int64 {
+	return int64(l.headLines+len(l.tail)) + l.droppedLines
+}
+
+// after is the kept text after the log's first n lines read: the mark
+// stands for dropped lines among them.
+func (l *containerLog) after(n int64) []byte {
+	var b bytes.Buffer
+	if n < int64(l.headLines) {
+		b.Write(skipLines(l.head, int(n)))
+	}
+	tailFrom := n - int64(l.headLines) - l.droppedLines
+	if l.droppedLines > 0 && tailFrom < 0 {
+		b.WriteString(mark(l.droppedLines, l.droppedBytes))
+	}
+	for _, t := range l.tail[min(max(tailFrom, 0), int64(len(l.tail))):] {
+		b.WriteString(t)
+	}
+	return b.Bytes()
+}
+
+// skipLines is text after its first n lines.
+func skipLines(text []byte, n int) []byte {
+	for ; n > 0; n-- {
+		i := bytes.IndexByte(text, '\n')
+		if i < 0 {
+			return nil
+		}
+		text = text[i+1:]
+	}
+	return text
+}
+
 // size is the kept text's size, the mark included.
 func (l *containerLog) size() int64 {
 	n := int64(len(l.head) + l.tailBytes)

@@ -229,3 +229,41 @@ func TestGzipRoundTrips(t *testing.T) {
 		}
 	}
 }
+
+// TestAfterResumesAtEveryLine: the kept text after any number of lines
+// read is the rest of the log as kept, truncated or not, restored or not.
+func TestAfterResumesAtEveryLine(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, limit := range []int{1 << 20, 2048} {
+		var l containerLog
+		var all []string
+		for i := range 300 {
+			all = append(all, fmt.Sprintf("line %d\n", i))
+			l.feed(stamped(t0.Add(time.Duration(i)*time.Millisecond), fmt.Sprintf("line %d", i)), limit)
+		}
+		r, err := restore(l.text(), l.state())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.readLines() != 300 {
+			t.Fatalf("limit %d: %d lines read, want 300", limit, r.readLines())
+		}
+		head, dropped := int64(r.headLines), r.droppedLines
+		if limit < 1<<20 && dropped == 0 {
+			t.Fatalf("limit %d dropped nothing: the test does not truncate", limit)
+		}
+		for n := int64(0); n <= 300; n++ {
+			var want strings.Builder
+			if n < head {
+				want.WriteString(strings.Join(all[n:head], ""))
+			}
+			if dropped > 0 && n < head+dropped {
+				want.WriteString(mark(dropped, r.droppedBytes))
+			}
+			want.WriteString(strings.Join(all[max(n, head+dropped):], ""))
+			if got := string(r.after(n)); got != want.String() {
+				t.Fatalf("limit %d: after %d lines: got %q, want %q", limit, n, got, want.String())
+			}
+		}
+	}
+}

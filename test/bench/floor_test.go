@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -84,6 +85,15 @@ type timeline struct {
 	// lastUpgraded and succeeded: when the plan's last node was recorded
 	// upgraded, and when the plan reached Succeeded.
 	lastUpgraded, succeeded time.Time
+	// says is what the plan said it was doing (its phase and Progressing
+	// message), each time that changed.
+	says []saying
+}
+
+// saying is what the plan said from a moment on.
+type saying struct {
+	at   time.Time
+	text string
 }
 
 type stepSpan struct {
@@ -343,6 +353,13 @@ func (t *timeline) see(p *v1beta1.UpgradePlan, nodes int) {
 			t.entered[st.Name] = now
 		}
 	}
+	text := string(p.Status.CurrentPhase)
+	if c := p.Condition(v1beta1.ConditionProgressing); c != nil {
+		text += ": " + c.Message
+	}
+	if n := len(t.says); n == 0 || t.says[n-1].text != text {
+		t.says = append(t.says, saying{now, text})
+	}
 	if !t.lastUpgraded.IsZero() || len(p.Status.NodeUpgradeStatuses) < nodes {
 		return
 	}
@@ -395,12 +412,8 @@ func (t *timeline) phases() map[string]time.Duration {
 	return out
 }
 
-// floors returns each step's floor: the time, within the step, during
-// which work on its critical path was under way; of the kinds given, or of
-// every kind without one.
-func (t *timeline) floors(kinds ...string) map[string]time.Duration {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+// work is every span of the world's work, ended or not.
+func (t *timeline) work() []stepSpan {
 	work := slices.Clone(t.done)
 	for _, s := range t.jobs {
 		work = append(work, *s)
@@ -410,6 +423,16 @@ func (t *timeline) floors(kinds ...string) map[string]time.Duration {
 			work = append(work, stepSpan{step: v1beta1.StepNodeUpgrade, kind: kind, span: *s})
 		}
 	}
+	return work
+}
+
+// floors returns each step's floor: the time, within the step, during
+// which work on its critical path was under way; of the kinds given, or of
+// every kind without one.
+func (t *timeline) floors(kinds ...string) map[string]time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	work := t.work()
 	out := map[string]time.Duration{}
 	for name, in := range t.steps() {
 		var spans []span
@@ -426,29 +449,80 @@ func (t *timeline) floors(kinds ...string) map[string]time.Duration {
 // covered is the time within [from, to] that the spans cover (an open
 // span lasts to to).
 func covered(spans []span, from, to time.Time) time.Duration {
-	slices.SortFunc(spans, func(a, b span) int { return a.start.Compare(b.start) })
-	var total time.Duration
-	var cur span
-	for _, s := range spans {
-		if s.end.IsZero() || s.end.After(to) {
-			s.end = to
-		}
-		if s.start.Before(from) {
-			s.start = from
-		}
-		if !s.end.After(s.start) {
-			continue
-		}
-		if cur.end.IsZero() || s.start.After(cur.end) {
-			total += cur.end.Sub(cur.start)
-			cur = s
-			continue
-		}
-		if s.end.After(cur.end) {
-			cur.end = s.end
+	if !to.After(from) {
+		return 0
+	}
+	total := to.Sub(from)
+	for _, g := range uncovered(spans, from, to) {
+		total -= g.end.Sub(g.start)
+	}
+	return total
+}
+
+// toolkitTime lists, for a step, the longest stretches in which no work
+// of the world on its path was under way (the toolkit's own time), the
+// longest first, each with what the plan said during it.
+func (t *timeline) toolkitTime(step string, longest int) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	in, ok := t.steps()[step]
+	if !ok {
+		return ""
+	}
+	var spans []span
+	for _, w := range t.work() {
+		if w.step == step {
+			spans = append(spans, w.span)
 		}
 	}
-	return total + cur.end.Sub(cur.start)
+	idle := uncovered(spans, in.start, in.end)
+	slices.SortFunc(idle, func(a, b span) int { return cmp.Compare(b.end.Sub(b.start), a.end.Sub(a.start)) })
+	var b strings.Builder
+	for _, g := range idle[:min(longest, len(idle))] {
+		fmt.Fprintf(&b, "  toolkit    %-20s +%.3fs for %s:", step, g.start.Sub(in.start).Seconds(), g.end.Sub(g.start).Round(time.Millisecond))
+		for i, s := range t.says {
+			next := in.end
+			if i+1 < len(t.says) {
+				next = t.says[i+1].at
+			}
+			if next.After(g.start) && s.at.Before(g.end) {
+				fmt.Fprintf(&b, " [+%.3fs %.120s]", s.at.Sub(in.start).Seconds(), s.text)
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// uncovered is the parts of [from, to] that no span covers (an open span
+// lasts to to).
+func uncovered(spans []span, from, to time.Time) []span {
+	spans = slices.Clone(spans)
+	slices.SortFunc(spans, func(a, b span) int { return a.start.Compare(b.start) })
+	var out []span
+	at := from
+	for _, s := range spans {
+		start, end := s.start, s.end
+		if end.IsZero() || end.After(to) {
+			end = to
+		}
+		if start.Before(from) {
+			start = from
+		}
+		if !end.After(start) {
+			continue
+		}
+		if start.After(at) {
+			out = append(out, span{at, start})
+		}
+		if end.After(at) {
+			at = end
+		}
+	}
+	if to.After(at) {
+		out = append(out, span{at, to})
+	}
+	return out
 }
 
 // floorTimes lists each phase's time beside its floor, in pipeline order,
@@ -487,6 +561,16 @@ func TestCovered(t *testing.T) {
 	} {
 		if got := covered(tc.spans, at(tc.from), at(tc.to)); got != tc.want {
 			t.Errorf("%s: covered %s, want %s", tc.name, got, tc.want)
+		}
+		var idle time.Duration
+		for _, g := range uncovered(tc.spans, at(tc.from), at(tc.to)) {
+			if !g.end.After(g.start) || g.start.Before(at(tc.from)) || g.end.After(at(tc.to)) || covered(tc.spans, g.start, g.end) != 0 {
+				t.Errorf("%s: uncovered [%s, %s] is empty, outside the window or covered", tc.name, g.start, g.end)
+			}
+			idle += g.end.Sub(g.start)
+		}
+		if want := at(tc.to).Sub(at(tc.from)) - tc.want; idle != want {
+			t.Errorf("%s: %s uncovered, want %s", tc.name, idle, want)
 		}
 	}
 }

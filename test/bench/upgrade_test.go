@@ -171,6 +171,9 @@ type result struct {
 	// each phase's time as the same watch saw it, to the millisecond (the
 	// metrics' phases have the status's whole seconds).
 	floors, jobFloors, watchedPhases map[string]time.Duration
+	// toolkitTime lists the longest stretches of the toolkit's own time in
+	// the phases over 1.2x of their floor.
+	toolkitTime string
 }
 
 // total is the number of API requests.
@@ -197,6 +200,7 @@ func (r *result) String() string {
 	}
 	b.WriteString(phaseTimes(r.phases))
 	b.WriteString(floorTimes(r.watchedPhases, r.floors, r.jobFloors))
+	b.WriteString(r.toolkitTime)
 	b.WriteString(r.churn)
 	var keys []string
 	for k := range r.requests {
@@ -292,6 +296,11 @@ func upgrade(b *testing.B, u upgradeRun) *result {
 		writes: after.writes(), quietWrites: after.writes() - before.writes(), quiet: map[string]int{}, phases: after.phases,
 		nodeUpdates: churn.total(), churn: churn.String(), tail: world.tail(), floors: world.floors(),
 		jobFloors: world.floors(workJob, workReboot), watchedPhases: world.phases()}
+	for _, st := range pipeline.Steps {
+		if f := r.floors[st.Name]; f > 0 && r.watchedPhases[st.Name] > f*12/10 {
+			r.toolkitTime += world.toolkitTime(st.Name, 8)
+		}
+	}
 	for _, v := range before.bytes {
 		r.sent += v.Sent
 		r.received += v.Received

@@ -316,9 +316,10 @@ func waitLogsComplete(t *testing.T, ctx context.Context, run *simrun.Run, plan s
 	return ul
 }
 
-// followedLog is what `logs --follow` printed of a pod.
+// followedLog is what `logs --follow` printed of a pod: the kept log first
+// (printed), then what it followed.
 type followedLog struct {
-	pod, text string
+	pod, printed, followed string
 }
 
 // followClusterUpgrade follows the cluster-upgrade Job's pod, as `logs PLAN
@@ -355,11 +356,16 @@ func followClusterUpgrade(ctx context.Context, t *testing.T, run *simrun.Run) fo
 		t.Errorf("no running cluster-upgrade pod's log to follow: %v", err)
 		return followedLog{}
 	}
-	var b bytes.Buffer
-	if err := upgradelog.Follow(ctx, run.Client, kube, target, &b); err != nil {
+	var printed, followed bytes.Buffer
+	at, err := upgradelog.Print(ctx, run.Client, &printed, []v1beta1.CapturedLog{target})
+	if err != nil {
+		t.Errorf("printing %s: %v", target.Pod, err)
+		return followedLog{}
+	}
+	if err := upgradelog.Follow(ctx, run.Client, kube, target, at[0], &followed); err != nil {
 		t.Errorf("following %s: %v", target.Pod, err)
 	}
-	return followedLog{pod: target.Namespace + "/" + target.Pod, text: b.String()}
+	return followedLog{pod: target.Namespace + "/" + target.Pod, printed: printed.String(), followed: followed.String()}
 }
 
 // checkCaptureFollowed: the capture followed the running container's log
@@ -375,8 +381,8 @@ func checkCaptureFollowed(t *testing.T, run *simrun.Run, pod string) {
 	}
 }
 
-// checkFollowed: what was followed is the end of the kept log, each line
-// once.
+// checkFollowed: what was printed, then followed, is the kept log, each
+// line once.
 func checkFollowed(t *testing.T, ctx context.Context, run *simrun.Run, ul *v1beta1.UpgradeLog, f followedLog) {
 	t.Helper()
 	for _, l := range ul.Status.Logs {
@@ -387,10 +393,10 @@ func checkFollowed(t *testing.T, ctx context.Context, run *simrun.Run, ul *v1bet
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f.text == "" || !strings.HasSuffix(string(kept), f.text) {
-			t.Errorf("--follow of %s printed what is not the end of its kept log:\nfollowed:\n%s\nkept:\n%s", f.pod, f.text, kept)
+		if f.followed == "" || f.printed+f.followed != string(kept) {
+			t.Errorf("logs --follow of %s printed what is not its kept log:\nprinted:\n%s\nfollowed:\n%s\nkept:\n%s", f.pod, f.printed, f.followed, kept)
 		}
-		t.Logf("--follow printed the last %d of %d lines of %s", strings.Count(f.text, "\n"), strings.Count(string(kept), "\n"), f.pod)
+		t.Logf("--follow printed %d kept lines, then followed the last %d of %d lines of %s", strings.Count(f.printed, "\n"), strings.Count(f.followed, "\n"), strings.Count(string(kept), "\n"), f.pod)
 		return
 	}
 	t.Errorf("the followed pod %q has no kept log", f.pod)
@@ -412,7 +418,7 @@ func showLogs(t *testing.T, ctx context.Context, run *simrun.Run, ul *v1beta1.Up
 	t.Logf("upgrade-toolkit logs %s:\n%s", ul.Name, list.String())
 	job := ul.Name + "-node-upgrade-pre-drain-node-1"
 	var text strings.Builder
-	if err := upgradelog.Print(ctx, run.Client, &text, upgradelog.Select(ul.Status.Logs, job, "")); err != nil || text.Len() == 0 {
+	if _, err := upgradelog.Print(ctx, run.Client, &text, upgradelog.Select(ul.Status.Logs, job, "")); err != nil || text.Len() == 0 {
 		t.Errorf("logs --job %s: %v", job, err)
 	}
 	t.Logf("upgrade-toolkit logs %s --job %s:\n%s", ul.Name, job, text.String())
