@@ -92,7 +92,11 @@ func (s *Sim) reconcilePlan(ctx context.Context, req reconcile.Request) (reconci
 	plan := &upgradev1.Plan{}
 	if err := s.c.Get(ctx, req.NamespacedName, plan); err != nil {
 		if apierrors.IsNotFound(err) {
-			return reconcile.Result{}, s.deletePlanJobs(ctx, req.NamespacedName, nil)
+			jobs, err := s.planJobs(ctx, req.NamespacedName)
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			return reconcile.Result{}, s.deleteJobs(ctx, jobs, nil)
 		}
 		return reconcile.Result{}, err
 	}
@@ -113,17 +117,17 @@ func (s *Sim) reconcilePlan(ctx context.Context, req reconcile.Request) (reconci
 	plan.Status.LatestVersion = strings.ReplaceAll(plan.Spec.Version, "+", "-")
 	plan.Status.LatestHash = planHash(plan)
 
-	var jobs batchv1.JobList
-	if err := s.c.List(ctx, &jobs, client.InNamespace(plan.Namespace), client.MatchingLabels{cluster.LabelSUCPlan: plan.Name, labelSUCController: sucControllerName}); err != nil {
+	jobs, err := s.planJobs(ctx, req.NamespacedName)
+	if err != nil {
 		return reconcile.Result{}, err
 	}
 	// Jobs of an older version of the plan go.
-	if err := s.deletePlanJobs(ctx, req.NamespacedName, func(j *batchv1.Job) bool { return j.Labels[labelSUCVersion] != plan.Status.LatestVersion }); err != nil {
+	if err := s.deleteJobs(ctx, jobs, func(j *batchv1.Job) bool { return j.Labels[labelSUCVersion] != plan.Status.LatestVersion }); err != nil {
 		return reconcile.Result{}, err
 	}
 	done := map[string]bool{}
-	for i := range jobs.Items {
-		job := &jobs.Items[i]
+	for i := range jobs {
+		job := &jobs[i]
 		node := job.Labels[cluster.LabelSUCNode]
 		switch {
 		case job.Labels[labelSUCVersion] != plan.Status.LatestVersion:
@@ -234,7 +238,8 @@ func (s *Sim) selectNodes(ctx context.Context, plan *upgradev1.Plan, done map[st
 	notLatest, _ := labels.NewRequirement(cluster.LabelSUCPlanNode(plan.Name), selection.NotIn, []string{"disabled", plan.Status.LatestHash})
 	sel = sel.Add(*hasHost, *notLatest)
 	var nodes corev1.NodeList
-	if err := s.c.List(ctx, &nodes, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+	// The cache's own, read only (planJobs).
+	if err := s.c.List(ctx, &nodes, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	applying := map[string]bool{}
@@ -277,7 +282,7 @@ func (s *Sim) labelNodeApplied(ctx context.Context, plan *upgradev1.Plan, node, 
 	// pass, and a read from the API server for each would make a pass cost
 	// as many reads as the cluster has nodes.
 	n := &corev1.Node{}
-	if err := s.c.Get(ctx, client.ObjectKey{Name: node}, n); err == nil && n.Labels[cluster.LabelSUCPlanNode(plan.Name)] == hash {
+	if err := s.c.Get(ctx, client.ObjectKey{Name: node}, n, client.UnsafeDisableDeepCopy); err == nil && n.Labels[cluster.LabelSUCPlanNode(plan.Name)] == hash {
 		return nil
 	}
 	n = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
@@ -290,17 +295,23 @@ func (s *Sim) labelNodeApplied(ctx context.Context, plan *upgradev1.Plan, node, 
 	}))
 }
 
-// deletePlanJobs deletes the plan's Jobs (those match selects, or all).
-func (s *Sim) deletePlanJobs(ctx context.Context, plan types.NamespacedName, match func(*batchv1.Job) bool) error {
+// planJobs lists the plan's Jobs: the cache's own, read only. Every Plan
+// is looked at on every Node event, as SUC does: copies of every Job of
+// every Plan on each would cost the world more than the toolkit.
+func (s *Sim) planJobs(ctx context.Context, plan types.NamespacedName) ([]batchv1.Job, error) {
 	var jobs batchv1.JobList
-	if err := s.c.List(ctx, &jobs, client.InNamespace(plan.Namespace), client.MatchingLabels{cluster.LabelSUCPlan: plan.Name, labelSUCController: sucControllerName}); err != nil {
-		return err
-	}
-	for i := range jobs.Items {
-		if match != nil && !match(&jobs.Items[i]) {
+	err := s.c.List(ctx, &jobs, client.InNamespace(plan.Namespace), client.MatchingLabels{cluster.LabelSUCPlan: plan.Name, labelSUCController: sucControllerName}, client.UnsafeDisableDeepCopy)
+	return jobs.Items, err
+}
+
+// deleteJobs deletes the Jobs that match selects (all, without match).
+func (s *Sim) deleteJobs(ctx context.Context, jobs []batchv1.Job, match func(*batchv1.Job) bool) error {
+	for i := range jobs {
+		if match != nil && !match(&jobs[i]) {
 			continue
 		}
-		if err := s.c.Delete(ctx, &jobs.Items[i], client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+		if err := s.c.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: jobs[i].Namespace, Name: jobs[i].Name}},
+			client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 			return err
 		}
 	}

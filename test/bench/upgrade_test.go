@@ -28,6 +28,7 @@ import (
 	"github.com/go-logr/logr"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -122,6 +123,7 @@ func BenchmarkUpgrade(b *testing.B) {
 				b.ReportMetric(float64(r.received)/1024/float64(nodes), "received-KiB/node")
 				b.ReportMetric(r.reconcileTime.Seconds()*1000/float64(nodes), "reconcile-ms/node")
 				b.ReportMetric(r.cpu.Seconds()*1000/float64(nodes), "cpu-ms/node")
+				b.ReportMetric(r.worldTotal.Seconds()*1000/float64(nodes), "world-cpu-ms/node")
 				b.ReportMetric(float64(r.memory.rss)/(1<<20), "rss-MiB")
 				b.ReportMetric(float64(r.memory.rssFile)/(1<<20), "rss-file-MiB")
 				b.ReportMetric(float64(r.memory.heap)/(1<<20), "heap-MiB")
@@ -174,6 +176,10 @@ type result struct {
 	// toolkitTime lists the longest stretches of the toolkit's own time in
 	// the phases over 1.2x of their floor.
 	toolkitTime string
+	// worldCPU is the CPU time the world's processes used during the run,
+	// by process (cpuSince), and worldTotal their sum.
+	worldCPU   string
+	worldTotal time.Duration
 }
 
 // total is the number of API requests.
@@ -201,6 +207,7 @@ func (r *result) String() string {
 	b.WriteString(phaseTimes(r.phases))
 	b.WriteString(floorTimes(r.watchedPhases, r.floors, r.jobFloors))
 	b.WriteString(r.toolkitTime)
+	b.WriteString(r.worldCPU)
 	b.WriteString(r.churn)
 	var keys []string
 	for k := range r.requests {
@@ -250,6 +257,18 @@ func upgrade(b *testing.B, u upgradeRun) *result {
 
 	mgr := startManager(b, env, s, nodes, u.managerArgs)
 	defer mgr.stop()
+	// The world's API server, as its administrator: its metrics and
+	// profiles.
+	admin, err := rest.HTTPClientFor(env.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if dir := os.Getenv(profilesEnv); dir != "" {
+		// The API server's too: the world's largest share of the CPU.
+		done := make(chan struct{})
+		defer close(done)
+		go profileCPU(admin, strings.TrimSuffix(env.Config.Host, "/")+"/debug/pprof/profile?seconds=10", filepath.Join(dir, fmt.Sprintf("nodes-%d", nodes)), "apiserver-cpu", done)
+	}
 
 	churn, err := watchNodeChurn(ctx, env.Config)
 	if err != nil {
@@ -260,6 +279,7 @@ func upgrade(b *testing.B, u upgradeRun) *result {
 		b.Fatal(err)
 	}
 	run := &simrun.Run{Env: env, Sim: s, Client: env.Client}
+	worldBefore := readWorld(b, mgr, admin, env.Config.Host)
 	start := time.Now()
 	plan, err := run.CreatePlan(ctx, v1beta1.UpgradePlanSpec{}, u.annotations)
 	if err != nil {
@@ -289,6 +309,7 @@ func upgrade(b *testing.B, u upgradeRun) *result {
 	if final.Status.CurrentPhase != v1beta1.PhaseSucceeded {
 		b.Fatalf("the upgrade ended in %s: %+v", final.Status.CurrentPhase, final.Condition(v1beta1.ConditionProgressing))
 	}
+	worldAfter := readWorld(b, mgr, admin, env.Config.Host)
 	before := mgr.scrape(b)
 	time.Sleep(2 * time.Second)
 	after := mgr.scrape(b)
@@ -296,6 +317,8 @@ func upgrade(b *testing.B, u upgradeRun) *result {
 		writes: after.writes(), quietWrites: after.writes() - before.writes(), quiet: map[string]int{}, phases: after.phases,
 		nodeUpdates: churn.total(), churn: churn.String(), tail: world.tail(), floors: world.floors(),
 		jobFloors: world.floors(workJob, workReboot), watchedPhases: world.phases()}
+	r.worldCPU, r.worldTotal = cpuSince(worldBefore.cpu, worldAfter.cpu)
+	r.worldCPU += busiest(worldBefore.requests, worldAfter.requests, 15)
 	for _, st := range pipeline.Steps {
 		if f := r.floors[st.Name]; f > 0 && r.watchedPhases[st.Name] > f*12/10 {
 			r.toolkitTime += world.toolkitTime(st.Name, 8)
@@ -385,34 +408,46 @@ func startManager(b *testing.B, env *testenv.Env, s *sim.Sim, nodes int, extraAr
 const managerArgsEnv = "BENCH_MANAGER_ARGS"
 
 // profilesEnv names a directory that receives the manager's CPU profiles
-// (cpu-N.pprof, 10 s each, for the whole run; `go tool pprof` merges them)
-// and its heap profile at the end, one subdirectory per size.
+// (cpu-N.pprof, 10 s each, for the whole run; `go tool pprof` merges them),
+// its heap profile at the end, and the world's API server's CPU profiles
+// (apiserver-cpu-N.pprof), one subdirectory per size.
 const profilesEnv = "BENCH_PROFILES"
 
 // profile saves the manager's CPU profile, 10 s at a time, until it stops.
 func (m *manager) profile(dir string) {
+	profileCPU(http.DefaultClient, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=10", m.pprof), dir, "cpu", m.done)
+}
+
+// profileCPU saves a process's CPU profiles from url (a pprof profile
+// endpoint answering in 10 s) as dir/<name>-NNN.pprof, one after the other,
+// until done is closed.
+func profileCPU(c *http.Client, url, dir, name string, done <-chan struct{}) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, "profiles:", err)
 		return
 	}
 	for i := 0; ; i++ {
 		select {
-		case <-m.done:
+		case <-done:
 			return
 		default:
 		}
-		_ = m.save(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=10", m.pprof), filepath.Join(dir, fmt.Sprintf("cpu-%03d.pprof", i)))
+		_ = save(c, url, filepath.Join(dir, fmt.Sprintf("%s-%03d.pprof", name, i)))
 	}
 }
 
 // save writes what url answers to file.
-func (m *manager) save(url, file string) error {
-	resp, err := http.Get(url)
+func save(c *http.Client, url, file string) error {
+	resp, err := c.Get(url)
 	if err != nil {
 		time.Sleep(time.Second) // not listening yet
 		return err
 	}
 	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		time.Sleep(time.Second) // no answer to loop on
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
 	out, err := os.Create(file)
 	if err != nil {
 		return err
@@ -498,7 +533,7 @@ func (m *manager) peaks() memory {
 func (m *manager) stop() {
 	if m.pprof != "" {
 		dir := filepath.Join(os.Getenv(profilesEnv), fmt.Sprintf("nodes-%d", m.nodes))
-		_ = m.save(fmt.Sprintf("http://%s/debug/pprof/heap", m.pprof), filepath.Join(dir, "heap.pprof"))
+		_ = save(http.DefaultClient, fmt.Sprintf("http://%s/debug/pprof/heap", m.pprof), filepath.Join(dir, "heap.pprof"))
 	}
 	close(m.done)
 	_ = m.cmd.Process.Kill()
@@ -584,13 +619,18 @@ func label(m *dto.Metric, name string) string {
 }
 
 func fetch(url string) (map[string]*dto.MetricFamily, error) {
+	return fetchWith(http.DefaultClient, url)
+}
+
+// fetchWith reads the metrics url serves, with client c.
+func fetchWith(c *http.Client, url string) (map[string]*dto.MetricFamily, error) {
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
 	// Uncompressed: gzip would cost the manager more CPU than the scrape.
 	req.Header.Set("Accept-Encoding", "identity")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		return nil, err
 	}
