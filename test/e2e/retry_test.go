@@ -57,7 +57,11 @@ func TestRetry(t *testing.T) {
 			final := scenario{
 				sim:         sim.Config{Nodes: 3, Faults: sim.FaultSet{FailJobs: []sim.JobFault{tt.fault}, SlowJobs: tt.slow}},
 				retryWindow: 10 * time.Minute,
-				want:        v1beta1.PhaseSucceeded,
+				// Three slow post-drain Jobs alone take 135 s of the image
+				// cleanup's run (167 s on a quiet machine): the default 3
+				// minutes left no room for a busy one.
+				timeout: 5 * time.Minute,
+				want:    v1beta1.PhaseSucceeded,
 				during: func(t *testing.T, ctx context.Context, run *simrun.Run, p *v1beta1.UpgradePlan) {
 					recordBoots(t, ctx, run.Client, boots)
 					for node, st := range p.Status.NodeUpgradeStatuses {
