@@ -310,6 +310,8 @@ func (s *Sim) deleteJobs(ctx context.Context, jobs []batchv1.Job, match func(*ba
 		if match != nil && !match(&jobs[i]) {
 			continue
 		}
+		// A Job of its own to delete: jobs are the cache's, never handed
+		// to a writer.
 		if err := s.c.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: jobs[i].Namespace, Name: jobs[i].Name}},
 			client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 			return err

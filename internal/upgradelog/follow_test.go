@@ -11,10 +11,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/harvester/upgrade-toolkit/api/v1beta1"
 	"github.com/harvester/upgrade-toolkit/internal/cluster"
@@ -41,17 +40,11 @@ func keep(t *testing.T, ctx context.Context, pod string, n int, complete bool) v
 		t.Fatal(err)
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.HarvesterNamespace, Name: ConfigMap("plan", pod)}}
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil && !apierrors.IsNotFound(err) {
-		t.Fatal(err)
-	}
-	cm.Annotations = map[string]string{v1beta1.AnnotationLogState: string(state)}
-	cm.BinaryData = map[string][]byte{Key("main"): Gzip(l.text())}
-	if cm.ResourceVersion == "" {
-		err = env.Client.Create(ctx, cm)
-	} else {
-		err = env.Client.Update(ctx, cm)
-	}
-	if err != nil {
+	if _, err := controllerutil.CreateOrUpdate(ctx, env.Client, cm, func() error {
+		cm.Annotations = map[string]string{v1beta1.AnnotationLogState: string(state)}
+		cm.BinaryData = map[string][]byte{Key("main"): Gzip(l.text())}
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	return v1beta1.CapturedLog{Namespace: cluster.HarvesterNamespace, Pod: pod, Container: "main", ConfigMap: cm.Name, Key: Key("main")}

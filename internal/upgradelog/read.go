@@ -135,7 +135,8 @@ func Follow(ctx context.Context, c client.Reader, kube kubernetes.Interface, l v
 	}
 	switch {
 	case apierrors.IsNotFound(streamErr) && !cl.complete && cl.incomplete == nil:
-		return fmt.Errorf("pod %s/%s is gone (or its kubelet no longer serves its log) and its log was kept to line %d only: the capture did not see its end (was the manager down?)", l.Namespace, l.Pod, cl.readLines())
+		return fmt.Errorf("pod %s/%s is gone (or its kubelet no longer serves its log) and the capture kept its log to line %d only, all printed above: "+
+			"the rest went with the pod, whose end the capture did not see (was the manager down then?)", l.Namespace, l.Pod, cl.readLines())
 	case apierrors.IsNotFound(streamErr):
 		return nil
 	case streamErr != nil:

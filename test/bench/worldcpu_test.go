@@ -13,15 +13,15 @@ import (
 	"time"
 )
 
-// world is a reading of the world's CPU time (worldCPU) and of the
+// worldReading is a reading of the world's CPU time (worldCPU) and of the
 // requests its API server served (apiRequests).
-type world struct {
+type worldReading struct {
 	cpu      map[string]time.Duration
 	requests map[string]float64
 }
 
 // readWorld reads the world's CPU time and requests so far.
-func readWorld(b *testing.B, mgr *manager, admin *http.Client, host string) world {
+func readWorld(b *testing.B, mgr *manager, admin *http.Client, host string) worldReading {
 	b.Helper()
 	cpu, err := worldCPU(mgr.cmd.Process.Pid)
 	if err != nil {
@@ -31,7 +31,7 @@ func readWorld(b *testing.B, mgr *manager, admin *http.Client, host string) worl
 	if err != nil {
 		b.Fatal(err)
 	}
-	return world{cpu: cpu, requests: requests}
+	return worldReading{cpu: cpu, requests: requests}
 }
 
 // clockTick is the unit of a process's CPU times in /proc/<pid>/stat
@@ -43,7 +43,7 @@ const clockTick = 10 * time.Millisecond
 // and each of its child processes (the API server, etcd, the controller
 // manager, the scheduler, kwok) but the toolkit's manager, by command name.
 func worldCPU(manager int) (map[string]time.Duration, error) {
-	self := os.Getpid()
+	self, skip := os.Getpid(), strconv.Itoa(manager)
 	out := map[string]time.Duration{}
 	_, _, cpu, err := readStat("/proc/self/stat")
 	if err != nil {
@@ -55,8 +55,7 @@ func worldCPU(manager int) (map[string]time.Duration, error) {
 		return nil, err
 	}
 	for _, stat := range stats {
-		pid := filepath.Base(filepath.Dir(stat))
-		if pid == strconv.Itoa(manager) {
+		if filepath.Base(filepath.Dir(stat)) == skip {
 			continue
 		}
 		parent, name, cpu, err := readStat(stat)
@@ -100,21 +99,28 @@ func readStat(path string) (int, string, time.Duration, error) {
 // cpuSince lists the CPU time each process used between two readings of
 // worldCPU, the largest first, and returns their sum.
 func cpuSince(before, after map[string]time.Duration) (string, time.Duration) {
-	names := make([]string, 0, len(after))
-	var total time.Duration
-	for name, d := range after {
-		names = append(names, name)
-		total += d - before[name]
-	}
-	slices.SortFunc(names, func(a, b string) int {
-		return int((after[b] - before[b]) - (after[a] - before[a]))
-	})
+	names, total := byGrowth(before, after)
 	var b strings.Builder
 	fmt.Fprintf(&b, "  world cpu  %s in all:", total.Round(time.Second))
 	for _, name := range names {
 		fmt.Fprintf(&b, " %s %s,", name, (after[name] - before[name]).Round(time.Second))
 	}
 	return strings.TrimSuffix(b.String(), ",") + "\n", total
+}
+
+// byGrowth returns the keys of two readings of counters, the one that grew
+// most first, and the growth of all.
+func byGrowth[V time.Duration | float64](before, after map[string]V) ([]string, V) {
+	keys := make([]string, 0, len(after))
+	var total V
+	for k, v := range after {
+		keys = append(keys, k)
+		total += v - before[k]
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		return cmp.Compare(after[b]-before[b], after[a]-before[a])
+	})
+	return keys, total
 }
 
 // TestReadStat: the parent, name and CPU time of a process, a name with
@@ -156,15 +162,7 @@ func apiRequests(c *http.Client, host string) (map[string]float64, error) {
 // busiest lists the most frequent requests between two readings of
 // apiRequests, and their total.
 func busiest(before, after map[string]float64, top int) string {
-	keys := make([]string, 0, len(after))
-	var total float64
-	for k, n := range after {
-		keys = append(keys, k)
-		total += n - before[k]
-	}
-	slices.SortFunc(keys, func(a, b string) int {
-		return cmp.Compare(after[b]-before[b], after[a]-before[a])
-	})
+	keys, total := byGrowth(before, after)
 	var b strings.Builder
 	fmt.Fprintf(&b, "  world api  %.0f requests:", total)
 	for _, k := range keys[:min(top, len(keys))] {
